@@ -1,0 +1,64 @@
+"""dsh: an extensible agent harness. A minimal loop driver; everything else is a plugin.
+
+The names below are the embedding API. They are imported lazily so that ``import dsh`` stays
+cheap (no plugin, no HTTP client is imported until used).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh.agent import AgentOptions, Continuation, Retry
+    from dsh.assembly import PromptSection
+    from dsh.errors import ConfigError, DshError, HookError, LlmError, PluginLoadError
+    from dsh.harness import Command, Harness
+    from dsh.markers import Stop, hookimpl
+    from dsh.tools import Tool, ToolExecution, ToolOutcome
+
+__all__ = [
+    "AgentOptions",
+    "Command",
+    "ConfigError",
+    "Continuation",
+    "DshError",
+    "Harness",
+    "HookError",
+    "LlmError",
+    "PluginLoadError",
+    "PromptSection",
+    "Retry",
+    "Stop",
+    "Tool",
+    "ToolExecution",
+    "ToolOutcome",
+    "hookimpl",
+]
+__version__ = "0.1.0"
+
+_HOMES = {
+    "AgentOptions": "dsh.agent",
+    "Continuation": "dsh.agent",
+    "Retry": "dsh.agent",
+    "PromptSection": "dsh.assembly",
+    "ConfigError": "dsh.errors",
+    "DshError": "dsh.errors",
+    "HookError": "dsh.errors",
+    "LlmError": "dsh.errors",
+    "PluginLoadError": "dsh.errors",
+    "Command": "dsh.harness",
+    "Harness": "dsh.harness",
+    "Stop": "dsh.markers",
+    "hookimpl": "dsh.markers",
+    "Tool": "dsh.tools",
+    "ToolExecution": "dsh.tools",
+    "ToolOutcome": "dsh.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'dsh' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -1,0 +1,116 @@
+"""Content blocks, messages and message sources: what a conversation is made of.
+
+All values are frozen, slotted attrs classes with tuple collections. Each class carries its wire
+tag in the class variable ``type`` (the seed's hyphenated names); :mod:`dsh.converter` uses it to
+tag unions.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from attrs import frozen
+
+__all__ = [
+    "AgentSource",
+    "Block",
+    "Image",
+    "Message",
+    "MessageSource",
+    "PluginSource",
+    "Reasoning",
+    "Role",
+    "Text",
+    "ToolCall",
+    "ToolResult",
+    "UserSource",
+    "text_of",
+]
+
+
+@frozen
+class Text:
+    """Plain text."""
+
+    type: ClassVar[str] = "text"
+    text: str
+
+
+@frozen
+class Reasoning:
+    """The model's reasoning ("thinking") text, passed back to providers that require it."""
+
+    type: ClassVar[str] = "reasoning"
+    text: str
+
+
+@frozen
+class ToolCall:
+    """A call the model asked for. ``arguments`` stays the raw JSON string end to end."""
+
+    type: ClassVar[str] = "tool-call"
+    id: str
+    name: str
+    arguments: str
+
+
+@frozen
+class Image:
+    """An image by URL (``data:`` URLs included)."""
+
+    type: ClassVar[str] = "image"
+    url: str
+    mime_type: str | None = None
+
+
+@frozen
+class ToolResult:
+    """The outcome of one tool call, echoed to the model under the call's id."""
+
+    type: ClassVar[str] = "tool-result"
+    tool_call_id: str
+    content: tuple[Text | Image, ...]
+    is_error: bool = False
+
+
+Block = Text | Reasoning | ToolCall | ToolResult | Image
+Role = Literal["system", "user", "assistant"]
+
+
+@frozen
+class Message:
+    """One message of model-visible history."""
+
+    role: Role
+    content: tuple[Block, ...]
+
+
+@frozen
+class UserSource:
+    """The message came from the human (or host) driving the agent."""
+
+    type: ClassVar[str] = "user"
+
+
+@frozen
+class PluginSource:
+    """The message was contributed by a plugin."""
+
+    type: ClassVar[str] = "plugin"
+    name: str
+
+
+@frozen
+class AgentSource:
+    """The message was sent by another agent."""
+
+    type: ClassVar[str] = "agent"
+    agent_id: str
+
+
+MessageSource = UserSource | PluginSource | AgentSource
+
+
+def text_of(blocks: tuple[Block, ...]) -> str:
+    """The concatenated text of the ``Text`` blocks in ``blocks``."""
+    return "".join(b.text for b in blocks if isinstance(b, Text))

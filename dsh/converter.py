@@ -1,0 +1,103 @@
+"""The one cattrs converter that turns every dsh value into JSON-ready data and back.
+
+Unions are tagged by a ``type`` field holding the class's wire name (its ``type`` class variable);
+optional fields left at their default are omitted, never written as ``null``. Session events are
+encoded by :class:`EventCodec`, which knows the event types registered in one harness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+
+from dsh.chunks import FinishReason, StreamChunk
+from dsh.content import Block, Image, MessageSource, Text
+from dsh.errors import DshError
+from dsh.events import CORE_EVENT_TYPES, SessionEvent, TurnEndReason
+
+__all__ = ["EventCodec", "converter", "structure", "unstructure"]
+
+T = TypeVar("T")
+
+converter = cattrs.Converter(omit_if_default=True, forbid_extra_keys=False)
+
+
+
+
+def _tag_union(union: Any) -> None:
+    """Tag every member of ``union`` with its wire name, and structure the union by that tag.
+
+    Members carry the tag whether they are unstructured as the union or on their own, so a chunk
+    written alone reads back as the same chunk.
+    """
+    by_tag: dict[str, Any] = {}
+    for member in union.__args__:
+        tag = member.type
+        by_tag[tag] = make_dict_structure_fn(member, converter)
+        plain = make_dict_unstructure_fn(member, converter, _cattrs_omit_if_default=True)
+        converter.register_unstructure_hook(member, _tagged(plain, tag))
+
+    def structure_union(data: Any, _: Any) -> Any:
+        try:
+            member_structure = by_tag[data["type"]]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"expected one of {sorted(by_tag)} tagged by 'type', got {data!r}") from exc
+        return member_structure(data, None)
+
+    converter.register_structure_hook(union, structure_union)
+    converter.register_unstructure_hook(union, converter.unstructure)
+
+
+def _tagged(plain: Any, tag: str) -> Any:
+    def unstructure_member(value: Any) -> dict[str, Any]:
+        data: dict[str, Any] = plain(value)
+        data["type"] = tag
+        return data
+
+    return unstructure_member
+
+
+for _union in (Block, MessageSource, FinishReason, StreamChunk, TurnEndReason):
+    _tag_union(_union)
+_tag_union(Text | Image)
+
+
+def unstructure(value: Any) -> Any:
+    """``value`` as JSON-ready data (dicts, lists, strings, numbers, booleans)."""
+    return converter.unstructure(value)
+
+
+def structure(data: Any, cls: type[T]) -> T:
+    """Rebuild a ``cls`` from what :func:`unstructure` produced."""
+    return converter.structure(data, cls)
+
+
+class EventCodec:
+    """Encodes and decodes session events by their registered type.
+
+    Events of a type nobody registered (a plugin that is no longer installed) decode with their
+    ``data`` left as the raw mapping, so loading an old log never loses anything.
+    """
+
+    def __init__(self) -> None:
+        self.types: dict[str, type[Any]] = dict(CORE_EVENT_TYPES)
+
+    def register(self, name: str, data_cls: type[Any]) -> None:
+        """Declare the attrs class that holds the ``data`` of events of type ``name``."""
+        known = self.types.get(name)
+        if known is not None and known is not data_cls:
+            raise DshError(f"session event type {name!r} is already registered as {known!r}")
+        self.types[name] = data_cls
+
+    def encode(self, event: SessionEvent) -> dict[str, Any]:
+        data = event.data if isinstance(event.data, Mapping) else unstructure(event.data)
+        return {"type": event.type, "seq": event.seq, "time": event.time, "data": data}
+
+    def decode(self, raw: Mapping[str, Any]) -> SessionEvent:
+        name = raw["type"]
+        data_cls = self.types.get(name)
+        data = raw["data"] if data_cls is None else structure(raw["data"], data_cls)
+        return SessionEvent(name, raw["seq"], raw["time"], data)

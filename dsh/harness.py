@@ -1,0 +1,141 @@
+"""The Harness: one plugin manager, one config, the five services and the agent loop.
+
+Use it as an async context manager. There is no module-level mutable state, so two harnesses
+with different plugins can run side by side in one event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import structlog
+from attrs import frozen
+
+from dsh.agents import AgentRegistry
+from dsh.assembly import SystemPrompt
+from dsh.config import AgentLoopConfig, Config, load_toml
+from dsh.converter import EventCodec
+from dsh.errors import DshError
+from dsh.hooks import Hooks
+from dsh.llm import LlmService
+from dsh.loop import AgentLoop
+from dsh.plugins import Plugins, disabled_from_env
+from dsh.session import SessionStore
+from dsh.tools import ToolRegistry
+
+__all__ = ["Command", "Harness"]
+
+log = structlog.get_logger("dsh.harness")
+
+
+@frozen
+class Command:
+    """A CLI subcommand contributed through ``dsh_register_commands``.
+
+    ``configure(parser)`` adds arguments to its ``argparse`` parser; ``run(args)`` returns the
+    exit code (or an awaitable of it).
+    """
+
+    name: str
+    help: str
+    run: Callable[[Any], Any]
+    configure: Callable[[Any], None] | None = None
+
+
+class Harness:
+    """Owns plugins, config and services. ``async with Harness(...) as h:`` starts and stops it.
+
+    ``plugins`` are registered after the entry-point plugins (so they are called first);
+    ``config`` is a mapping or a path to a TOML file; ``disabled`` defaults to the
+    ``DSH_DISABLE_PLUGINS`` environment variable; ``strict`` makes a broken plugin fatal.
+    """
+
+    def __init__(
+        self,
+        plugins: Iterable[object] = (),
+        config: Mapping[str, Any] | str | Path | None = None,
+        *,
+        load_entrypoints: bool = True,
+        disabled: Iterable[str] | None = None,
+        strict: bool = False,
+    ) -> None:
+        raw = load_toml(config) if isinstance(config, str | Path) else config
+        self.config = Config(raw)
+        self.plugins = Plugins(disabled_from_env() if disabled is None else disabled, strict)
+        self.hooks = Hooks(self.plugins.runtime)
+        self.events = EventCodec()
+        self.agents = AgentRegistry()
+        self.sessions = SessionStore(self.hooks, self.events)
+        self.llm = LlmService(self.hooks)
+        self.tools = ToolRegistry(self.hooks)
+        self.system_prompt = SystemPrompt(self.hooks, self.tools)
+        self.agent_loop = AgentLoop(self)
+        self.commands: dict[str, Command] = {}
+        self._host_plugins = list(plugins)
+        self._load_entrypoints = load_entrypoints
+        self.started = False
+
+    async def __aenter__(self) -> Harness:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Load plugins, collect contributions, load config, announce start, create agents."""
+        if self.started:
+            raise DshError("the harness is already started")
+        if self._load_entrypoints:
+            self.plugins.load_entrypoints()
+        for plugin in self._host_plugins:
+            self.plugins.register(plugin)
+        self._collect()
+        self.started = True
+        await self.hooks.harness_start(self)
+        self.agent_loop.create_configured()
+
+    def _collect(self) -> None:
+        runtime = self.plugins.runtime
+        self.config.register("agent_loop", AgentLoopConfig)
+        runtime.call_register(
+            "dsh_register_config", lambda owner: lambda s, c: self.config.register(s, c, owner)
+        )
+        self.config.load()
+        runtime.call_register("dsh_register_event_types", lambda _: self.events.register)
+        runtime.call_register(
+            "dsh_register_llm_adapters",
+            lambda owner: lambda models, adapter: self.llm.register_adapter(models, adapter, owner),
+        )
+        runtime.call_register(
+            "dsh_register_tools", lambda owner: lambda tool: self.tools.register(tool, owner)
+        )
+        runtime.call_register("dsh_register_prompt_sections", lambda _: self.system_prompt.section)
+        runtime.call_register("dsh_register_commands", lambda _: self._add_command)
+
+    def _add_command(self, command: Command) -> Callable[[], None]:
+        if command.name in self.commands:
+            raise DshError(f"CLI command {command.name!r} is registered twice")
+        self.commands[command.name] = command
+        return lambda: self.commands.pop(command.name, None) and None
+
+    async def close(self) -> None:
+        """Dispose every agent, flush every session, announce stop, close the adapters."""
+        if not self.started:
+            return
+        self.started = False
+        for agent in self.agents.list():
+            await agent.dispose()
+        try:
+            await self.sessions.flush_all()
+        finally:
+            await self.hooks.harness_stop(self)
+            await self.llm.aclose()

@@ -1,0 +1,315 @@
+"""How hooks are called: the seven call styles over pluggy's registry, and the typed facade.
+
+pluggy finds, validates and orders implementations; it never awaits, so :class:`HookRuntime`
+calls them itself, in pluggy's call order (last registered first, ``tryfirst``/``trylast``
+honoured). :class:`Hooks` is the typed facade: one method per hook, the only caller the loop uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import pluggy
+import structlog
+
+from dsh import hookspecs
+from dsh.errors import HookError, PluginLoadError
+from dsh.markers import SYNC_STYLES, Stop, Style, style_of
+
+if TYPE_CHECKING:
+    from dsh.agent import Continuation, Retry
+    from dsh.assembly import PromptAssembly
+    from dsh.chunks import LlmFailure, StreamChunk
+    from dsh.content import Message
+    from dsh.events import SessionEvent, TurnEndReason
+    from dsh.harness import Harness
+    from dsh.inbox import InboxMessage
+    from dsh.loop import LoopAgent
+    from dsh.request import LlmRequest
+    from dsh.session import Session
+    from dsh.tools import ToolExecution, ToolOutcome
+
+__all__ = ["HOOK_STYLES", "HookRuntime", "Hooks", "Impl"]
+
+log = structlog.get_logger("dsh.hooks")
+T = TypeVar("T")
+
+HOOK_STYLES: dict[str, Style] = {
+    name: style_of(fn) for name, fn in vars(hookspecs).items() if name.startswith("dsh_")
+}
+
+
+class Impl:
+    """One implementation, prepared for calling: the function, its argument names, its plugin."""
+
+    __slots__ = ("argnames", "function", "plugin")
+
+    def __init__(self, hookimpl: pluggy.HookImpl) -> None:
+        self.function: Callable[..., Any] = hookimpl.function
+        self.argnames: tuple[str, ...] = tuple(hookimpl.argnames)
+        self.plugin: str = hookimpl.plugin_name
+
+    def __call__(self, kwargs: Mapping[str, Any]) -> Any:
+        return self.function(*[kwargs[name] for name in self.argnames])
+
+
+async def _resolve(value: Any) -> Any:
+    """Tolerant callers: an implementation may return a value or an awaitable of one."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+_DOWNSTREAM = "_dsh_downstream"
+
+
+async def _downstream(call: Awaitable[Any]) -> Any:
+    """Await the rest of a middleware chain, marking what it raises as not the caller's fault:
+    an adapter's ``LlmError`` must reach the loop as itself, not blamed on the middleware."""
+    try:
+        return await call
+    except Exception as exc:
+        setattr(exc, _DOWNSTREAM, True)
+        raise
+
+
+def check_impl(hook: str, hookimpl: pluggy.HookImpl) -> None:
+    """Reject implementations that cannot honour their hook's call style."""
+    style = HOOK_STYLES[hook]
+    fn = hookimpl.function
+    where = f"plugin {hookimpl.plugin_name!r} implements {hook}"
+    if hookimpl.hookwrapper or hookimpl.wrapper:
+        if style != "register":
+            raise PluginLoadError(
+                f"{where} as a wrapper, but {hook} is a {style} hook; wrappers only work on "
+                "register hooks (use the middleware hooks to wrap behaviour)"
+            )
+    is_async = inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+    if is_async and style in SYNC_STYLES:
+        raise PluginLoadError(f"{where} with 'async def', but {hook} is {style}: use 'def'")
+
+
+class HookRuntime:
+    """Calls hooks in their style. Ordered implementation lists are cached per hook and dropped
+    whenever a plugin is registered or unregistered (:meth:`invalidate`)."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self._impls: dict[str, list[Impl]] = {}
+
+    def invalidate(self) -> None:
+        self._impls.clear()
+
+    def impls(self, hook: str) -> list[Impl]:
+        """The implementations of ``hook`` in call order."""
+        found = self._impls.get(hook)
+        if found is None:
+            caller: pluggy.HookCaller = getattr(self.pm.hook, hook)
+            found = [Impl(h) for h in reversed(caller.get_hookimpls()) if not h.hookwrapper]
+            self._impls[hook] = found
+        return found
+
+    def call_register(self, hook: str, make_register: Callable[[str], Callable[..., Any]]) -> None:
+        """Call a register hook, handing each plugin a ``register`` bound to its name."""
+        for impl in self.impls(hook):
+            try:
+                impl({"register": make_register(impl.plugin)})
+            except Exception as exc:
+                raise HookError(hook, impl.plugin, exc) from exc
+
+    async def notify(self, hook: str, kwargs: Mapping[str, Any]) -> None:
+        for impl in self.impls(hook):
+            try:
+                await _resolve(impl(kwargs))
+            except Exception:
+                log.exception("hook failed", hook=hook, plugin=impl.plugin)
+
+    def notify_sync(self, hook: str, kwargs: Mapping[str, Any]) -> None:
+        for impl in self.impls(hook):
+            try:
+                impl(kwargs)
+            except Exception:
+                log.exception("hook failed", hook=hook, plugin=impl.plugin)
+
+    async def waterfall(self, hook: str, key: str, kwargs: dict[str, Any]) -> Any:
+        """Thread ``kwargs[key]`` through the implementations; returns the final value."""
+        for impl in self.impls(hook):
+            try:
+                result = await _resolve(impl(kwargs))
+            except Exception as exc:
+                raise HookError(hook, impl.plugin, exc) from exc
+            if isinstance(result, Stop):
+                return result.value
+            if result is not None:
+                kwargs[key] = result
+        return kwargs[key]
+
+    async def middleware(
+        self, hook: str, key: str, value: Any, terminal: Callable[[Any], Any]
+    ) -> Any:
+        """Run the chain of implementations around ``terminal(value)``."""
+        impls = self.impls(hook)
+
+        async def call(position: int, current: Any) -> Any:
+            if position == len(impls):
+                return await _resolve(terminal(current))
+            impl = impls[position]
+
+            def call_next(changed: Any) -> Awaitable[Any]:
+                return _downstream(call(position + 1, changed))
+
+            try:
+                return await _resolve(impl({key: current, "call_next": call_next}))
+            except Exception as exc:
+                if isinstance(exc, HookError) or getattr(exc, _DOWNSTREAM, False):
+                    raise
+                raise HookError(hook, impl.plugin, exc) from exc
+
+        return await call(0, value)
+
+    async def first(self, hook: str, kwargs: Mapping[str, Any]) -> Any:
+        for impl in self.impls(hook):
+            try:
+                result = await _resolve(impl(kwargs))
+            except Exception as exc:
+                raise HookError(hook, impl.plugin, exc) from exc
+            if result is not None:
+                return result
+        return None
+
+    async def parallel(self, hook: str, kwargs: Mapping[str, Any]) -> None:
+        """Run every implementation concurrently; raise all failures together once all settle."""
+        impls = self.impls(hook)
+        if not impls:
+            return
+        results = await asyncio.gather(
+            *(_resolve(impl(kwargs)) for impl in impls), return_exceptions=True
+        )
+        failures = [
+            HookError(hook, impl.plugin, result)
+            for impl, result in zip(impls, results, strict=True)
+            if isinstance(result, BaseException)
+        ]
+        if failures:
+            raise ExceptionGroup(f"{len(failures)} implementation(s) of {hook} failed", failures)
+
+
+class Hooks:
+    """The typed facade over :class:`HookRuntime`: one method per hook in ``dsh.hookspecs``."""
+
+    def __init__(self, runtime: HookRuntime) -> None:
+        self.runtime = runtime
+
+    # -- harness ---------------------------------------------------------------------------
+    async def harness_start(self, harness: Harness) -> None:
+        await self.runtime.notify("dsh_harness_start", {"harness": harness})
+
+    async def harness_stop(self, harness: Harness) -> None:
+        await self.runtime.notify("dsh_harness_stop", {"harness": harness})
+
+    # -- agent lifecycle -------------------------------------------------------------------
+    async def agent_created(self, agent: LoopAgent) -> None:
+        await self.runtime.notify("dsh_agent_created", {"agent": agent})
+
+    async def agent_disposed(self, agent: LoopAgent) -> None:
+        await self.runtime.notify("dsh_agent_disposed", {"agent": agent})
+
+    async def agent_status(self, agent: LoopAgent, status: str) -> None:
+        await self.runtime.notify("dsh_agent_status", {"agent": agent, "status": status})
+
+    async def agent_queued(self, agent: LoopAgent, message: InboxMessage, steering: bool) -> None:
+        kwargs = {"agent": agent, "message": message, "steering": steering}
+        await self.runtime.notify("dsh_agent_queued", kwargs)
+
+    async def agent_turn_start(self, agent: LoopAgent, turn: int) -> None:
+        await self.runtime.notify("dsh_agent_turn_start", {"agent": agent, "turn": turn})
+
+    async def agent_turn_end(self, agent: LoopAgent, turn: int, reason: TurnEndReason) -> None:
+        kwargs = {"agent": agent, "turn": turn, "reason": reason}
+        await self.runtime.notify("dsh_agent_turn_end", kwargs)
+
+    async def agent_step_start(self, agent: LoopAgent, turn: int, step: int) -> None:
+        kwargs = {"agent": agent, "turn": turn, "step": step}
+        await self.runtime.notify("dsh_agent_step_start", kwargs)
+
+    async def agent_step_end(self, agent: LoopAgent, turn: int, step: int) -> None:
+        kwargs = {"agent": agent, "turn": turn, "step": step}
+        await self.runtime.notify("dsh_agent_step_end", kwargs)
+
+    async def agent_error(self, agent: LoopAgent, turn: int, step: int, error: BaseException) -> None:
+        kwargs = {"agent": agent, "turn": turn, "step": step, "error": error}
+        await self.runtime.notify("dsh_agent_error", kwargs)
+
+    # -- the step --------------------------------------------------------------------------
+    async def system_prompt_assemble(self, assembly: PromptAssembly) -> PromptAssembly:
+        kwargs: dict[str, Any] = {"assembly": assembly}
+        return cast("PromptAssembly", await self.runtime.waterfall(
+            "dsh_system_prompt_assemble", "assembly", kwargs
+        ))
+
+    async def agent_request(
+        self, agent: LoopAgent, turn: int, step: int, request: LlmRequest
+    ) -> LlmRequest:
+        kwargs = {"agent": agent, "turn": turn, "step": step, "request": request}
+        return cast("LlmRequest", await self.runtime.waterfall(
+            "dsh_agent_request", "request", kwargs
+        ))
+
+    async def llm_stream(
+        self,
+        request: LlmRequest,
+        terminal: Callable[[LlmRequest], AsyncIterator[StreamChunk]],
+    ) -> AsyncIterator[StreamChunk]:
+        return cast("AsyncIterator[StreamChunk]", await self.runtime.middleware(
+            "dsh_llm_stream", "request", request, terminal
+        ))
+
+    def agent_stream_chunk(self, agent: LoopAgent, turn: int, step: int, chunk: StreamChunk) -> None:
+        kwargs = {"agent": agent, "turn": turn, "step": step, "chunk": chunk}
+        self.runtime.notify_sync("dsh_agent_stream_chunk", kwargs)
+
+    async def agent_request_error(
+        self, agent: LoopAgent, turn: int, step: int, failure: LlmFailure, attempt: int
+    ) -> Retry | None:
+        kwargs = {"agent": agent, "turn": turn, "step": step, "failure": failure, "attempt": attempt}
+        return cast("Retry | None", await self.runtime.first("dsh_agent_request_error", kwargs))
+
+    async def agent_step_result(
+        self, agent: LoopAgent, turn: int, step: int, message: Message
+    ) -> Message:
+        kwargs = {"agent": agent, "turn": turn, "step": step, "message": message}
+        return cast("Message", await self.runtime.waterfall(
+            "dsh_agent_step_result", "message", kwargs
+        ))
+
+    async def tools_execute(
+        self, execution: ToolExecution, terminal: Callable[[ToolExecution], Awaitable[ToolOutcome]]
+    ) -> ToolOutcome:
+        return cast("ToolOutcome", await self.runtime.middleware(
+            "dsh_tools_execute", "execution", execution, terminal
+        ))
+
+    async def agent_turn_continuation(
+        self, agent: LoopAgent, turn: int, decision: Continuation
+    ) -> Continuation:
+        kwargs = {"agent": agent, "turn": turn, "decision": decision}
+        return cast("Continuation", await self.runtime.waterfall(
+            "dsh_agent_turn_continuation", "decision", kwargs
+        ))
+
+    # -- sessions --------------------------------------------------------------------------
+    def session_created(self, session: Session) -> None:
+        self.runtime.notify_sync("dsh_session_created", {"session": session})
+
+    def session_event(self, session: Session, event: SessionEvent) -> None:
+        self.runtime.notify_sync("dsh_session_event", {"session": session, "event": event})
+
+    async def session_flush(self, session: Session) -> None:
+        await self.runtime.parallel("dsh_session_flush", {"session": session})
+
+    async def session_load(self, session_id: str) -> list[SessionEvent] | None:
+        found = await self.runtime.first("dsh_session_load", {"session_id": session_id})
+        return cast("list[SessionEvent] | None", found)

@@ -1,0 +1,91 @@
+"""The LLM service: adapters registered by model id, and ``stream`` through ``dsh_llm_stream``."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from dsh.chunks import StreamChunk
+from dsh.errors import LlmError
+from dsh.request import LlmRequest
+
+if TYPE_CHECKING:
+    from dsh.hooks import Hooks
+
+__all__ = ["LlmAdapter", "LlmService"]
+
+
+@runtime_checkable
+class LlmAdapter(Protocol):
+    """What an adapter must offer: one provider attempt per ``stream`` call.
+
+    Adapters may also define ``async aclose()`` (awaited at harness stop).
+    """
+
+    def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]: ...
+
+
+class LlmService:
+    """Model ids → adapters. Ids may carry a provider prefix (``provider/model``)."""
+
+    def __init__(self, hooks: Hooks) -> None:
+        self._hooks = hooks
+        self._adapters: dict[str, tuple[LlmAdapter, str]] = {}
+
+    def register_adapter(
+        self, models: Iterable[str], adapter: LlmAdapter, owner: str = "host"
+    ) -> Callable[[], None]:
+        """Serve ``models`` with ``adapter``; all or nothing. Returns a disposer."""
+        models = list(models)
+        for model in models:
+            known = self._adapters.get(model)
+            if known is not None:
+                raise LlmError.of(
+                    "DUPLICATE_ADAPTER",
+                    f"model {model!r} is registered twice: by {known[1]!r} and by {owner!r}",
+                )
+        for model in models:
+            self._adapters[model] = (adapter, owner)
+
+        def dispose() -> None:
+            for model in models:
+                if self._adapters.get(model, (None,))[0] is adapter:
+                    del self._adapters[model]
+
+        return dispose
+
+    def models(self) -> list[str]:
+        return sorted(self._adapters)
+
+    def adapter_for(self, model: str) -> LlmAdapter:
+        found = self._adapters.get(model)
+        if found is None:
+            known = ", ".join(self.models()) or "none"
+            raise LlmError.of(
+                "NO_ADAPTER", f"no adapter serves model {model!r}; registered models: {known}"
+            )
+        return found[0]
+
+    def adapters(self) -> list[LlmAdapter]:
+        """Each registered adapter once."""
+        unique: dict[int, LlmAdapter] = {}
+        for adapter, _ in self._adapters.values():
+            unique.setdefault(id(adapter), adapter)
+        return list(unique.values())
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
+        """The chunk stream for ``request``, through the ``dsh_llm_stream`` middleware."""
+        return await self._hooks.llm_stream(request, self._terminal)
+
+    def _terminal(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
+        return self.adapter_for(request.model).stream(request)
+
+    async def aclose(self) -> None:
+        """Close every adapter that has ``aclose``."""
+        for adapter in self.adapters():
+            close: Any = getattr(adapter, "aclose", None)
+            if close is not None:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result

@@ -1,0 +1,462 @@
+"""The loop driver: ``AgentLoop`` creates agents; each ``LoopAgent`` runs the seed lifecycle.
+
+The driver only calls hooks and appends session events (quoted below); everything else is a
+plugin. One agent's lifetime::
+
+    forever:
+      wait for queued messages (idle)
+      TURN (error-contained):
+        drain queued → 'user/message' … → 'turn/start'
+        STEP loop:
+          drain steering → 'steering/message'
+          'step/start'
+          assembly = system_prompt.assemble()
+          request  = waterfall dsh_agent_request
+          stream llm.stream(request) → 'assistant/chunk' (+ dsh_agent_stream_chunk)
+          message  = waterfall dsh_agent_step_result
+          'assistant/message' (with usage)
+          each tool call: 'tool/call' → tools.execute() → 'tool/result'
+          drain steering → 'steering/message'
+          'step/end'
+          cont = waterfall dsh_agent_turn_continuation
+          if not cont: break
+        'turn/end' {reason}
+        await session flush
+      re-enqueue leftover steering as queued
+      idle unless more queued
+
+A failed step (the model call failed and was not retried, or a plugin raised) still gets its
+``step/end``; then an ``error`` event, and the turn ends ``error`` or ``aborted``. Abort cancels
+the running step's task; dispose does the same and ends the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+from attrs import frozen
+
+from dsh.agent import AgentOptions, AgentStatus, Continuation
+from dsh.assembler import AssembledMessage, BlockAssembler
+from dsh.assembly import PromptAssembly, render
+from dsh.chunks import FinishAborted, FinishError, FinishMaxTokens, FinishStop, LlmFailure
+from dsh.config import AgentLoopConfig
+from dsh.content import Block, MessageSource, Text, ToolCall, UserSource
+from dsh.errors import DshError, HookError, LlmError
+from dsh.events import (
+    AssistantChunk,
+    AssistantMessage,
+    ContextMessage,
+    ErrorEvent,
+    StepBoundary,
+    SteeringMessage,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnDisposed,
+    TurnEnd,
+    TurnEndReason,
+    TurnError,
+    TurnMaxTokens,
+    TurnStart,
+    UserMessage,
+)
+from dsh.inbox import Inbox, InboxMessage
+from dsh.request import LlmRequest
+from dsh.tools import ToolExecution
+
+if TYPE_CHECKING:
+    from dsh.harness import Harness
+    from dsh.session import Session
+
+__all__ = ["AgentLoop", "LoopAgent", "as_blocks"]
+
+log = structlog.get_logger("dsh.loop")
+
+
+def as_blocks(content: str | Block | Sequence[Block]) -> tuple[Block, ...]:
+    """What ``send``/``steer``/``inject`` accept, as content blocks."""
+    if isinstance(content, str):
+        return (Text(content),)
+    if isinstance(content, Sequence):
+        return tuple(content)
+    return (content,)
+
+
+class StepFailed(Exception):
+    """The step's model call failed for good; carries the failure to log."""
+
+    def __init__(self, failure: LlmFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+@frozen
+class _StepOutcome:
+    proceed: bool
+    max_tokens: bool
+
+
+def _failure_of(result: AssembledMessage) -> LlmFailure | None:
+    finish = result.finish
+    if isinstance(finish, FinishError | FinishAborted):
+        return finish.failure
+    if isinstance(finish, FinishStop) and not result.message.content:
+        return LlmFailure("the model returned an empty completion", "EMPTY_RESPONSE")
+    return None
+
+
+def _failure_reason(failure: LlmFailure) -> TurnEndReason:
+    if failure.code == "ABORTED":
+        return TurnAborted(failure.message)
+    return TurnError(failure)
+
+
+def _plugin_failure(exc: BaseException) -> LlmFailure:
+    if isinstance(exc, HookError):
+        return LlmFailure(str(exc), "PLUGIN_ERROR")
+    return LlmFailure(f"{type(exc).__name__}: {exc}", "INTERNAL_ERROR")
+
+
+class LoopAgent:
+    """One agent: its options, its session, its inbox and the task that drives it."""
+
+    def __init__(
+        self, harness: Harness, agent_id: str, options: AgentOptions, session: Session
+    ) -> None:
+        self.id = agent_id
+        self.options = options
+        self.session = session
+        self.status: AgentStatus = "idle"
+        self.inbox = Inbox()
+        self._harness = harness
+        self._hooks = harness.hooks
+        self._turn = max(
+            (e.data.turn for e in session.events if e.type == "turn/start"), default=0
+        )
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._pending_context: list[InboxMessage] = []
+        self._abort_reason: str | None = None
+        self._disposing = False
+        self._in_turn = False
+        self._step_task: asyncio.Task[_StepOutcome] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._unregister = harness.agents.register(self)
+
+    def __repr__(self) -> str:
+        return f"<LoopAgent {self.id!r} {self.status}>"
+
+    # -- public API ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dsh:{self.id}")
+
+    def send(self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()) -> None:
+        """Queue a message; it starts a turn when the agent is idle, else the next one."""
+        self._queue(InboxMessage(as_blocks(content), source), steering=False)
+
+    def steer(self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()) -> None:
+        """Deliver a message between steps of the running turn (like ``send`` when idle)."""
+        self._queue(InboxMessage(as_blocks(content), source), steering=self._in_turn)
+
+    def inject(self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()) -> None:
+        """Add context for the next model request without starting a turn."""
+        self._check_alive()
+        message = InboxMessage(as_blocks(content), source)
+        if self._in_turn:
+            self._pending_context.append(message)
+        else:
+            self.session.append("context/message", ContextMessage(message.content, message.source))
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Cancel the running step; the turn ends ``aborted``. No-op when idle."""
+        if self._in_turn and self._abort_reason is None:
+            self._abort_reason = reason
+            if self._step_task is not None:
+                self._step_task.cancel()
+
+    async def wait_idle(self) -> None:
+        """Return once nothing is queued and no turn runs (or the agent is disposed)."""
+        await self._idle.wait()
+
+    async def dispose(self) -> None:
+        """Stop the agent: a running turn ends ``disposed``; the loop exits."""
+        if not self._disposing:
+            self._disposing = True
+            self.inbox.wake()
+            if self._step_task is not None:
+                self._step_task.cancel()
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    # -- the loop --------------------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self._disposing:
+            raise DshError(f"agent {self.id!r} is disposed")
+
+    def _queue(self, message: InboxMessage, steering: bool) -> None:
+        self._check_alive()
+        if steering:
+            self.inbox.steer(message)
+        else:
+            self.inbox.enqueue(message)
+            self._idle.clear()
+        self._spawn(self._hooks.agent_queued(self, message, steering))
+
+    def _spawn(self, coro: object) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _set_status(self, status: AgentStatus) -> None:
+        self.status = status
+        if status != "running" and not self.inbox.has_queued:
+            self._idle.set()
+        await self._hooks.agent_status(self, status)
+
+    async def _run(self) -> None:
+        structlog.contextvars.bind_contextvars(agent=self.id, session=self.session.id)
+        await self._hooks.agent_created(self)
+        try:
+            while not self._disposing:
+                await self.inbox.wait_for_queued()
+                if self._disposing:
+                    break
+                await self._set_status("running")
+                await self._run_turn()
+                for message in self.inbox.drain_steering():
+                    self.inbox.enqueue(message)
+                if not self.inbox.has_queued and not self._disposing:
+                    await self._set_status("idle")
+        finally:
+            await self._finish()
+
+    async def _finish(self) -> None:
+        self._disposing = True
+        self._unregister()
+        await asyncio.gather(*self._background)
+        await self._set_status("disposed")
+        self._idle.set()
+        await self._hooks.agent_disposed(self)
+
+    async def _run_turn(self) -> None:
+        self._turn += 1
+        turn = self._turn
+        self._in_turn = True
+        self._abort_reason = None
+        structlog.contextvars.bind_contextvars(turn=turn)
+        queued = self.inbox.drain_queued()
+        for message in queued:
+            self.session.append("user/message", UserMessage(message.content, message.source))
+        self.session.append("turn/start", TurnStart(turn, queued[0].source))
+        await self._hooks.agent_turn_start(self, turn)
+        try:
+            reason = await self._run_steps(turn)
+        except Exception as exc:  # backstop: a plugin failed outside a step
+            reason = await self._log_error(turn, 0, exc, _plugin_failure(exc))
+        self._deliver_context()
+        self._in_turn = False
+        self.session.append("turn/end", TurnEnd(turn, reason))
+        await self._hooks.agent_turn_end(self, turn, reason)
+        try:
+            await self.session.flush()
+        except Exception as exc:
+            await self._log_error(turn, 0, exc, _plugin_failure(exc))
+
+    async def _run_steps(self, turn: int) -> TurnEndReason:
+        step = 0
+        while True:
+            if self._disposing:
+                return TurnDisposed()
+            if self._abort_reason is not None:
+                return TurnAborted(self._abort_reason)
+            step += 1
+            outcome = await self._run_step(turn, step)
+            if not isinstance(outcome, _StepOutcome):
+                return outcome
+            if outcome.max_tokens:
+                return TurnMaxTokens()
+            decision = await self._hooks.agent_turn_continuation(
+                self, turn, Continuation(outcome.proceed, "tool calls or steering" if outcome.proceed else "")
+            )
+            if not decision.proceed and not self.inbox.has_steering:
+                return TurnCompleted()
+
+    async def _run_step(self, turn: int, step: int) -> _StepOutcome | TurnEndReason:
+        """Run one step in its own task, so that abort and dispose can cancel just the step."""
+        self._deliver_steering(turn)
+        self.session.append("step/start", StepBoundary(turn, step))
+        await self._hooks.agent_step_start(self, turn, step)
+        task = asyncio.get_running_loop().create_task(self._step(turn, step))
+        self._step_task = task
+        if self._disposing or self._abort_reason is not None:
+            task.cancel()
+        result: _StepOutcome | TurnEndReason
+        error: tuple[BaseException, LlmFailure] | None = None
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            result = TurnDisposed() if self._disposing else TurnAborted(self._abort_reason)
+        except StepFailed as exc:
+            error = (exc, exc.failure)
+            result = _failure_reason(exc.failure)
+        except Exception as exc:
+            error = (exc, _plugin_failure(exc))
+            result = TurnError(error[1])
+        finally:
+            self._step_task = None
+        self.session.append("step/end", StepBoundary(turn, step))
+        await self._hooks.agent_step_end(self, turn, step)
+        if error is not None:
+            await self._log_error(turn, step, *error)
+        return result
+
+    async def _log_error(
+        self, turn: int, step: int, exc: BaseException, failure: LlmFailure
+    ) -> TurnEndReason:
+        self.session.append("error", ErrorEvent(turn, step, failure.message, failure.code))
+        log.warning("turn failed", step=step, code=failure.code, error=failure.message)
+        await self._hooks.agent_error(self, turn, step, exc)
+        return _failure_reason(failure)
+
+    def _deliver_context(self) -> None:
+        for message in self._pending_context:
+            self.session.append("context/message", ContextMessage(message.content, message.source))
+        self._pending_context.clear()
+
+    def _deliver_steering(self, turn: int) -> bool:
+        """Log pending context and steering; True if steering was delivered."""
+        self._deliver_context()
+        steering = self.inbox.drain_steering()
+        for message in steering:
+            self.session.append("steering/message", SteeringMessage(turn, message.content, message.source))
+        return bool(steering)
+
+    # -- inside the step task ----------------------------------------------------------------
+    async def _step(self, turn: int, step: int) -> _StepOutcome:
+        result = await self._call_model(turn, step)
+        message = await self._hooks.agent_step_result(self, turn, step, result.message)
+        self.session.append(
+            "assistant/message", AssistantMessage(turn, step, message.content, result.usage)
+        )
+        calls = [block for block in message.content if isinstance(block, ToolCall)]
+        for call in calls:
+            await self._run_tool(turn, step, call)
+        steered = self._deliver_steering(turn)
+        return _StepOutcome(bool(calls) or steered, isinstance(result.finish, FinishMaxTokens))
+
+    async def _call_model(self, turn: int, step: int) -> AssembledMessage:
+        """Stream the request; ask ``dsh_agent_request_error`` after each failed attempt."""
+        attempt = 0
+        while True:
+            attempt += 1
+            request = await self._request(turn, step)
+            try:
+                result = await self._stream(turn, step, request)
+            except LlmError as exc:
+                failure = exc.failure
+            else:
+                found = _failure_of(result)
+                if found is None:
+                    return result
+                failure = found
+            retry = await self._hooks.agent_request_error(self, turn, step, failure, attempt)
+            if retry is None:
+                raise StepFailed(failure)
+            await asyncio.sleep(retry.delay_s)
+
+    async def _request(self, turn: int, step: int) -> LlmRequest:
+        assembly = await self._harness.system_prompt.assemble()
+        request = await self._hooks.agent_request(self, turn, step, self._build_request(assembly))
+        if not request.model:
+            raise StepFailed(LlmFailure(
+                f"agent {self.id!r} has no model: set AgentOptions(model=...) or pick one of "
+                f"{', '.join(self._harness.llm.models()) or 'no registered models'}",
+                "NO_MODEL",
+            ))
+        return request
+
+    def _build_request(self, assembly: PromptAssembly) -> LlmRequest:
+        options = self.options
+        system = "\n\n".join(p for p in (render(assembly), options.system_prompt) if p)
+        return LlmRequest(
+            model=options.model,
+            messages=self.session.derive_messages(),
+            system=system or None,
+            tools=assembly.tools,
+            temperature=options.temperature,
+            max_tokens=options.max_tokens,
+            reasoning_effort=options.reasoning_effort,
+            thinking=options.thinking,
+            session_id=self.session.id,
+        )
+
+    async def _stream(self, turn: int, step: int, request: LlmRequest) -> AssembledMessage:
+        stream = await self._harness.llm.stream(request)
+        assembler = BlockAssembler()
+        append = self.session.append
+        observe = self._hooks.agent_stream_chunk
+        try:
+            async for chunk in stream:
+                append("assistant/chunk", AssistantChunk(turn, step, chunk))
+                observe(self, turn, step, chunk)
+                assembler.push(chunk)
+        except (LlmError, HookError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise LlmError.of("ADAPTER_ERROR", f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+        return assembler.result()
+
+    async def _run_tool(self, turn: int, step: int, call: ToolCall) -> None:
+        self.session.append("tool/call", ToolCallEvent(turn, step, call.id, call.name, call.arguments))
+        execution = ToolExecution(call.id, call.name, call.arguments, self)
+        try:
+            outcome = await self._harness.tools.execute(execution)
+        except asyncio.CancelledError:
+            # The call may have had side effects: its result must still pair with its call.
+            reason = "the agent was disposed" if self._disposing else f"aborted: {self._abort_reason}"
+            content = (Text(f"Error: tool call cancelled ({reason})"),)
+            self.session.append("tool/result", ToolResultEvent(turn, step, call.id, content, True))
+            raise
+        self.session.append(
+            "tool/result", ToolResultEvent(turn, step, call.id, outcome.content, outcome.is_error)
+        )
+
+
+class AgentLoop:
+    """The one concrete loop: creates agents and starts their drivers."""
+
+    def __init__(self, harness: Harness) -> None:
+        self._harness = harness
+
+    def create(
+        self, agent_id: str, options: AgentOptions | None = None, session: Session | None = None
+    ) -> LoopAgent:
+        """Create an agent (with a fresh session unless one is given) and start its loop."""
+        if self._harness.agents.get(agent_id) is not None:
+            raise DshError(f"an agent with id {agent_id!r} already exists")
+        if session is None:
+            session = self._harness.sessions.create(f"{agent_id}-session")
+        agent = LoopAgent(self._harness, agent_id, options or AgentOptions(), session)
+        agent.start()
+        return agent
+
+    def create_configured(self) -> list[LoopAgent]:
+        """Create the agents listed in config section ``agent_loop``."""
+        config = self._harness.config.section("agent_loop", AgentLoopConfig)
+        return [
+            self.create(a.id, AgentOptions(model=a.model, system_prompt=a.system_prompt))
+            for a in config.agents
+        ]

@@ -1,0 +1,139 @@
+"""Plugin discovery and registration: the ``dsh`` entry-point group over pluggy.
+
+Entry points are loaded sorted by name and deduplicated; a class is instantiated once per
+harness (so plugins keep their state on ``self``, never in module globals). One broken plugin is
+reported with its distribution and skipped; ``strict`` makes it fatal. ``DSH_DISABLE_PLUGINS``
+blocks plugins by name. Functions named ``dsh_*`` are hook implementations even without the
+``@hookimpl`` marker, so a misspelled hook name fails loudly instead of being ignored.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Iterable
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+import structlog
+from attrs import frozen
+
+from dsh import hookspecs
+from dsh.errors import PluginLoadError
+from dsh.hooks import HOOK_STYLES, HookRuntime, check_impl
+from dsh.markers import PROJECT
+
+__all__ = ["ENTRY_POINT_GROUP", "LoadFailure", "PluginInfo", "Plugins", "disabled_from_env"]
+
+ENTRY_POINT_GROUP = "dsh"
+log = structlog.get_logger("dsh.plugins")
+
+
+def disabled_from_env() -> frozenset[str]:
+    raw = os.environ.get("DSH_DISABLE_PLUGINS", "")
+    return frozenset(name.strip() for name in raw.split(",") if name.strip())
+
+
+@frozen
+class PluginInfo:
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+
+
+@frozen
+class LoadFailure:
+    name: str
+    distribution: str | None
+    error: str
+
+
+class _Manager(pluggy.PluginManager):
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> pluggy.HookimplOpts | None:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name.startswith("dsh_") and callable(getattr(plugin, name, None)):
+            opts = {
+                "wrapper": False, "hookwrapper": False, "optionalhook": False,
+                "tryfirst": False, "trylast": False, "specname": None,
+            }
+        return opts
+
+
+class Plugins:
+    """The harness's plugin manager and what it loaded."""
+
+    def __init__(self, disabled: Iterable[str] = (), strict: bool = False) -> None:
+        self.pm = _Manager(PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.runtime = HookRuntime(self.pm)
+        self.disabled = frozenset(disabled)
+        self.strict = strict
+        self.info: dict[str, PluginInfo] = {}
+        self.failures: list[LoadFailure] = []
+        for name in self.disabled:
+            self.pm.set_blocked(name)
+
+    def register(self, plugin: object, name: str | None = None, info: PluginInfo | None = None) -> str:
+        """Register ``plugin`` (a module, an instance, or a class to instantiate).
+
+        Raises :class:`PluginLoadError` if it implements an unknown hook or breaks a call style.
+        """
+        if inspect.isclass(plugin):
+            plugin = plugin()
+        name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        if name in self.disabled:
+            return name
+        try:
+            self.pm.register(plugin, name=name)
+        except ValueError as exc:
+            raise PluginLoadError(f"plugin {name!r} cannot be registered: {exc}") from exc
+        try:
+            self._validate(plugin)
+        except PluginLoadError:
+            self.pm.unregister(plugin)
+            raise
+        finally:
+            self.runtime.invalidate()
+        self.info[name] = info or PluginInfo(name)
+        return name
+
+    def _validate(self, plugin: object) -> None:
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            if caller.name not in HOOK_STYLES:
+                raise PluginLoadError(
+                    f"plugin {self.pm.get_name(plugin)!r} implements {caller.name!r}, which is "
+                    f"not a dsh hook; known hooks: {', '.join(sorted(HOOK_STYLES))}"
+                )
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin:
+                    check_impl(caller.name, impl)
+
+    def load_entrypoints(self) -> None:
+        seen: set[str] = set()
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if ep.name in seen or ep.name in self.disabled:
+                continue
+            seen.add(ep.name)
+            self._load(ep)
+
+    def _load(self, ep: EntryPoint) -> None:
+        dist = ep.dist
+        info = PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None)
+        try:
+            self.register(ep.load(), ep.name, info)
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            self.failures.append(LoadFailure(ep.name, info.distribution, message))
+            log.error("plugin failed to load", plugin=ep.name, distribution=info.distribution,
+                      error=message)
+            if self.strict:
+                raise PluginLoadError(
+                    f"plugin {ep.name!r} from {info.distribution} failed to load: {message}"
+                ) from exc
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.pm.list_name_plugin()]
+
+    def get(self, name: str) -> Any:
+        return self.pm.get_plugin(name)

@@ -1,0 +1,163 @@
+"""The DeepSeek adapter: one aiohttp session, one streamed POST per model call.
+
+One call is one provider attempt (retries belong to the ``dsh_agent_request_error`` policy).
+Transport and protocol failures raise :class:`LlmError`; the provider's own stop reasons end the
+stream in-band with ``finish{error}``. Cancelling the consumer closes the response at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import structlog
+
+from dsh.chunks import LlmFailure, StreamChunk
+from dsh.errors import LlmError
+from dsh.request import LlmRequest
+from dsh.sse import SseEvent, SseParser
+from dsh_plugins.llm_deepseek.config import DeepSeekConfig
+from dsh_plugins.llm_deepseek.failures import http_failure, missing_key_failure
+from dsh_plugins.llm_deepseek.serialize import request_body, uses_strict_tools
+from dsh_plugins.llm_deepseek.translate import ChunkTranslator
+
+__all__ = ["PROVIDER", "DeepSeekAdapter"]
+
+PROVIDER = "deepseek"
+log = structlog.get_logger("dsh.llm_deepseek")
+
+
+class DeepSeekAdapter:
+    """Streams DeepSeek chat completions. Serves ``deepseek/<model>`` and the bare names."""
+
+    def __init__(self, config: DeepSeekConfig) -> None:
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        # Read once, here; never logged, never part of a request that reaches the session.
+        self._api_key = config.api_key or os.environ.get("DEEPSEEK_API_KEY") or None
+        self._session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:
+        return f"<DeepSeekAdapter {self.base_url}>"
+
+    def model_ids(self) -> list[str]:
+        """Every id this adapter serves: each configured model bare and ``deepseek/``-prefixed."""
+        return [*self.config.models, *(f"{PROVIDER}/{model}" for model in self.config.models)]
+
+    def url_for(self, request: LlmRequest) -> str:
+        base = f"{self.base_url}/beta" if uses_strict_tools(request) else self.base_url
+        return f"{base}/chat/completions"
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
+        """The chunks of one streamed completion."""
+        model = request.model.removeprefix(f"{PROVIDER}/")
+        response = await self._post(self.url_for(request), request_body(request, model))
+        translator = ChunkTranslator()
+        reader = _EventReader(response, self.config.idle_timeout_s)
+        try:
+            while not reader.parser.done:
+                for event in await reader.read():
+                    for chunk in translator.feed(_json(event)):
+                        yield chunk
+            for chunk in translator.done():
+                yield chunk
+        finally:
+            # After [DONE] the connection may go back to the pool; otherwise drop it now.
+            if reader.parser.done:
+                response.release()
+            else:
+                response.close()
+
+    async def aclose(self) -> None:
+        """Close the HTTP session (the harness awaits this at stop)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            timeout = aiohttp.ClientTimeout(
+                total=None, connect=self.config.connect_timeout_s, sock_read=None
+            )
+            self._session = aiohttp.ClientSession(timeout=timeout)
+        return self._session
+
+    async def _post(self, url: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
+        """Send the request and wait for a 2xx answer's headers; raise on anything else."""
+        if self._api_key is None:
+            raise LlmError(missing_key_failure())
+        headers = {
+            "Authorization": f"Bearer {self._api_key}",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+        }
+        log.debug("deepseek request", url=url, model=body["model"], messages=len(body["messages"]))
+        timeout_s = self.config.idle_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                response = await self._client().post(url, data=json.dumps(body), headers=headers)
+                if response.status >= 300:
+                    try:
+                        raise LlmError(await _error_of(response))
+                    finally:
+                        response.close()
+        except TimeoutError as exc:
+            raise LlmError.of("TIMEOUT", f"no answer from {url} within {timeout_s} s") from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "TRANSPORT", f"cannot reach DeepSeek at {url}: {type(exc).__name__}: {exc}"
+            ) from exc
+        return response
+
+
+async def _error_of(response: aiohttp.ClientResponse) -> LlmFailure:
+    try:
+        body = await response.read()
+    except aiohttp.ClientError:
+        body = b""
+    return http_failure(response.status, response.reason or "", response.headers, body)
+
+
+def _json(event: SseEvent) -> Any:
+    try:
+        return json.loads(event.data)
+    except ValueError as exc:
+        raise LlmError.of(
+            "MALFORMED_RESPONSE", f"DeepSeek sent an event that is not JSON: {event.data:.200}"
+        ) from exc
+
+
+class _EventReader:
+    """Reads SSE events off a response with an idle deadline that only real events move:
+    keep-alive comments are traffic, not progress, so they never extend it."""
+
+    def __init__(self, response: aiohttp.ClientResponse, idle_timeout_s: float) -> None:
+        self.parser = SseParser()
+        self._content = response.content
+        self._idle_timeout_s = idle_timeout_s
+        self._loop = asyncio.get_running_loop()
+        self._deadline = self._loop.time() + idle_timeout_s
+
+    async def read(self) -> list[SseEvent]:
+        """The events of the next network read (possibly none)."""
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                data = await self._content.readany()
+        except TimeoutError as exc:
+            raise LlmError.of(
+                "TIMEOUT", f"the stream made no progress for {self._idle_timeout_s} s"
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "STREAM_CLOSED", f"the connection broke before [DONE]: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not data:
+            raise LlmError.of("STREAM_CLOSED", "the stream ended without [DONE]")
+        events = self.parser.feed(data)
+        if events:
+            self._deadline = self._loop.time() + self._idle_timeout_s
+        return events

@@ -1,0 +1,26 @@
+"""Config section ``llm_deepseek``."""
+
+from __future__ import annotations
+
+from attrs import field, frozen
+
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "DeepSeekConfig"]
+
+DEFAULT_BASE_URL = "https://api.deepseek.com"
+DEFAULT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
+
+
+@frozen
+class DeepSeekConfig:
+    """Where and how the DeepSeek adapter connects.
+
+    ``api_key`` defaults to the ``DEEPSEEK_API_KEY`` environment variable, read when the adapter
+    is built. ``idle_timeout_s`` bounds the wait for response headers and the silence between
+    two SSE events; keep-alive comments do not count as progress.
+    """
+
+    base_url: str = DEFAULT_BASE_URL
+    models: tuple[str, ...] = DEFAULT_MODELS
+    api_key: str | None = field(default=None, repr=False)
+    connect_timeout_s: float = 10.0
+    idle_timeout_s: float = 120.0

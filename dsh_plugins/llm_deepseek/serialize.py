@@ -1,0 +1,144 @@
+"""LlmRequest → the DeepSeek chat-completions request body.
+
+The rules the API enforces (and the reasons) are in ``docs/plugins/llm_deepseek.md``: assistant
+``content`` is always a string; ``reasoning_content`` goes back verbatim on every assistant turn
+that carried reasoning; tool results become ``tool`` messages answering their call by id;
+``thinking`` is sent explicitly whenever the request sets it; ``tool_choice`` is never forced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.request import LlmRequest, ToolSchema
+
+__all__ = ["EMPTY_TOOL_OUTPUT", "request_body", "uses_strict_tools"]
+
+EMPTY_TOOL_OUTPUT = "(no output)"
+WireMessage = dict[str, Any]
+
+
+def uses_strict_tools(request: LlmRequest) -> bool:
+    """Strict tools are a beta feature: the request must go to the ``/beta`` base URL."""
+    return any(tool.strict for tool in request.tools)
+
+
+def request_body(request: LlmRequest, model: str) -> dict[str, Any]:
+    """The JSON body for ``POST /chat/completions`` (streaming, usage requested)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": wire_messages(request),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.thinking is not None:
+        body["thinking"] = {"type": "enabled" if request.thinking else "disabled"}
+    if request.reasoning_effort is not None and request.thinking is not False:
+        body["reasoning_effort"] = request.reasoning_effort
+    if request.tools:
+        strict = uses_strict_tools(request)
+        body["tools"] = [_tool(schema, strict) for schema in request.tools]
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
+    if request.stop:
+        body["stop"] = list(request.stop)
+    return body
+
+
+def wire_messages(request: LlmRequest) -> list[WireMessage]:
+    """The system prompt, then the history, one or more wire messages per dsh message."""
+    out: list[WireMessage] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        out.extend(_message(message))
+    return out
+
+
+def _tool(schema: ToolSchema, strict: bool) -> WireMessage:
+    function: dict[str, Any] = {
+        "name": schema.name,
+        "description": schema.description,
+        "parameters": schema.parameters,
+    }
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _message(message: Message) -> list[WireMessage]:
+    if message.role == "assistant":
+        return [_assistant(message.content)]
+    if message.role == "system":
+        return [{"role": "system", "content": _joined_text(message.content)}]
+    return _user(message.content)
+
+
+def _assistant(blocks: tuple[Block, ...]) -> WireMessage:
+    # content must be a string: null without tool_calls is a 400 ("content or tool_calls must
+    # be set"), and an array is a deserialization error.
+    wire: WireMessage = {"role": "assistant", "content": _joined_text(blocks, "")}
+    reasoning = [block.text for block in blocks if isinstance(block, Reasoning)]
+    if reasoning:
+        wire["reasoning_content"] = "".join(reasoning)
+    calls = [block for block in blocks if isinstance(block, ToolCall)]
+    if calls:
+        wire["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in calls
+        ]
+    return wire
+
+
+def _user(blocks: tuple[Block, ...]) -> list[WireMessage]:
+    """Tool results become ``tool`` messages; the other blocks stay a user message, in order."""
+    out: list[WireMessage] = []
+    pending: list[Text | Image] = []
+    for block in blocks:
+        if isinstance(block, ToolResult):
+            out.extend(_user_content(pending))
+            pending = []
+            out.append(_tool_result(block))
+        elif isinstance(block, Text | Image):
+            pending.append(block)
+    out.extend(_user_content(pending))
+    return out
+
+
+def _user_content(blocks: list[Text | Image]) -> list[WireMessage]:
+    if not blocks:
+        return []
+    if all(isinstance(block, Text) for block in blocks):
+        return [{"role": "user", "content": _joined_text(blocks)}]
+    parts = [
+        {"type": "text", "text": block.text}
+        if isinstance(block, Text)
+        else {"type": "image_url", "image_url": {"url": block.url}}
+        for block in blocks
+    ]
+    return [{"role": "user", "content": parts}]
+
+
+def _tool_result(result: ToolResult) -> WireMessage:
+    # A tool message carries a string only; images are named so the model knows one was there.
+    pieces = [
+        block.text if isinstance(block, Text) else f"[image: {block.mime_type or 'unknown type'}]"
+        for block in result.content
+    ]
+    content = "\n".join(piece for piece in pieces if piece)
+    return {
+        "role": "tool",
+        "tool_call_id": result.tool_call_id,
+        "content": content or EMPTY_TOOL_OUTPUT,
+    }
+
+
+def _joined_text(blocks: Any, separator: str = "\n") -> str:
+    return separator.join(block.text for block in blocks if isinstance(block, Text))

@@ -1,0 +1,72 @@
+"""Helpers for the DeepSeek adapter tests: run a scenario through the translator alone, or
+through the adapter over HTTP, and build agents on the adapter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from dsh.chunks import StreamChunk
+from dsh.content import Message, Text
+from dsh.events import SessionEvent, TurnEnd, TurnEndReason
+from dsh.request import LlmRequest
+from dsh.sse import SseParser
+from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter, DeepSeekConfig
+from dsh_plugins.mock_server import MockServer, Scenario
+
+HELLO = LlmRequest("deepseek-v4-flash", (Message("user", (Text("hi"),)),))
+
+
+def translate(scenario: Scenario) -> list[StreamChunk]:
+    """The chunks the translator makes of a scenario's frames, without HTTP."""
+    parser, translator = SseParser(), ChunkTranslator()
+    out: list[StreamChunk] = []
+    for frame in scenario.frames:
+        for event in parser.feed(frame.encode()):
+            out += translator.feed(json.loads(event.data))
+    assert parser.done
+    return out + translator.done()
+
+
+def translate_payloads(*payloads: Any) -> list[StreamChunk]:
+    """The chunks of some chunk payloads followed by ``[DONE]``."""
+    translator = ChunkTranslator()
+    out: list[StreamChunk] = []
+    for payload in payloads:
+        out += translator.feed(payload)
+    return out + translator.done()
+
+
+def choice(delta: dict[str, Any] | None = None, finish: str | None = None) -> dict[str, Any]:
+    """A minimal chunk payload with one choice."""
+    body: dict[str, Any] = {"index": 0, "finish_reason": finish}
+    if delta is not None:
+        body["delta"] = delta
+    return {"choices": [body]}
+
+
+async def collect(adapter: DeepSeekAdapter, request: LlmRequest = HELLO) -> list[StreamChunk]:
+    return [chunk async for chunk in adapter.stream(request)]
+
+
+async def collect_into(
+    received: list[StreamChunk], adapter: DeepSeekAdapter, request: LlmRequest = HELLO
+) -> None:
+    """Like :func:`collect`, keeping what arrived before a failure in ``received``."""
+    async for chunk in adapter.stream(request):
+        received.append(chunk)
+
+
+def quick_adapter(server: MockServer, idle_timeout_s: float = 0.05) -> DeepSeekAdapter:
+    """An adapter whose idle timeout is tiny, for stall tests."""
+    config = DeepSeekConfig(base_url=server.url, api_key="k", idle_timeout_s=idle_timeout_s)
+    return DeepSeekAdapter(config)
+
+
+def turn_ends(events: Sequence[SessionEvent]) -> list[TurnEndReason]:
+    return [e.data.reason for e in events if isinstance(e.data, TurnEnd)]
+
+
+def chunks_of_turn(events: Sequence[SessionEvent], turn: int) -> list[StreamChunk]:
+    return [e.data.chunk for e in events if e.type == "assistant/chunk" and e.data.turn == turn]

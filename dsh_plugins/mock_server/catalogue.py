@@ -1,0 +1,90 @@
+"""Scenarios by name, and how a queued scenario spec becomes the answer to a request.
+
+A spec is a name from :data:`SCENARIOS`, a mapping ``{"name": ..., **parameters}`` (what the
+``/mock/queue`` endpoint takes), a :class:`Scenario`, or a callable that builds one from the
+request body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dsh_plugins.mock_server import faults, transcripts
+from dsh_plugins.mock_server.conversation import scripted
+from dsh_plugins.mock_server.scenario import Scenario, reply
+
+__all__ = ["SCENARIOS", "ScenarioSpec", "check_spec", "long_text", "resolve"]
+
+ScenarioSpec = str | Mapping[str, Any] | Scenario | Callable[[Mapping[str, Any]], Scenario]
+
+
+def long_text(body: Mapping[str, Any], chunks: int = 20_000) -> Scenario:
+    """A text answer of exactly ``chunks`` content deltas (for benchmarks)."""
+    text = "".join(f"w{i} " for i in range(chunks))
+    return reply(model=str(body.get("model", "deepseek-v4-flash")), text=text, name="long-text")
+
+
+def _fixed(build: Callable[..., Scenario]) -> Callable[..., Scenario]:
+    """A factory that ignores the request body."""
+    return lambda body, **params: build(**params)
+
+
+SCENARIOS: dict[str, Callable[..., Scenario]] = {
+    "scripted": lambda body: scripted(body),
+    "long-text": long_text,
+    # deepseek-wire.md §4 transcripts and §6 shapes
+    "text": _fixed(transcripts.text),
+    "text-v4": _fixed(transcripts.text_v4),
+    "thinking": _fixed(transcripts.thinking),
+    "thinking-length": _fixed(transcripts.thinking_length),
+    "tool-calls-parallel": _fixed(transcripts.tool_calls_parallel),
+    "tool-call-thinking": _fixed(transcripts.tool_call_thinking),
+    "tool-calls-one-chunk": _fixed(transcripts.tool_calls_one_chunk),
+    "usage-trailing": _fixed(transcripts.usage_trailing),
+    "usage-running": _fixed(transcripts.usage_running),
+    "keep-alive": _fixed(transcripts.keep_alive),
+    "finish-with-content": _fixed(transcripts.finish_with_content),
+    "finish-without-delta": _fixed(transcripts.finish_without_delta),
+    "reasoning-only": _fixed(transcripts.reasoning_only),
+    "data-after-done": _fixed(transcripts.data_after_done),
+    # faults
+    "bad-request": _fixed(faults.bad_request),
+    "context-length": _fixed(faults.context_length),
+    "auth": _fixed(faults.auth),
+    "insufficient-balance": _fixed(faults.insufficient_balance),
+    "unprocessable": _fixed(faults.unprocessable),
+    "rate-limit": _fixed(faults.rate_limit),
+    "server-error": _fixed(faults.server_error),
+    "overloaded": _fixed(faults.overloaded),
+    "disconnect": _fixed(faults.disconnect),
+    "stall": _fixed(faults.stall),
+    "keep-alive-stall": _fixed(faults.keep_alive_stall),
+    "malformed-json": _fixed(faults.malformed_json),
+    "missing-done": _fixed(faults.missing_done),
+    "empty": _fixed(faults.empty),
+    "content-filter": _fixed(faults.content_filter),
+    "insufficient-resource": _fixed(faults.insufficient_resource),
+    "error-event": _fixed(faults.error_event),
+}
+
+
+def check_spec(spec: ScenarioSpec) -> None:
+    """Fail now, not at request time, on a scenario name nobody knows."""
+    if isinstance(spec, str | Mapping):
+        name = spec if isinstance(spec, str) else spec.get("name")
+        if name not in SCENARIOS:
+            known = ", ".join(sorted(SCENARIOS))
+            raise ValueError(f"unknown mock scenario {name!r}; known scenarios: {known}")
+
+
+def resolve(spec: ScenarioSpec, body: Mapping[str, Any]) -> Scenario:
+    """The scenario ``spec`` stands for, for the request ``body``."""
+    if isinstance(spec, Scenario):
+        return spec
+    if isinstance(spec, str):
+        return SCENARIOS[spec](body)
+    if isinstance(spec, Mapping):
+        params = dict(spec)
+        return SCENARIOS[params.pop("name")](body, **params)
+    return spec(body)

@@ -1,0 +1,130 @@
+"""``dsh demo``: a real agent on the DeepSeek adapter, against the mock server on loopback.
+
+Streams the model's reasoning (dimmed on a terminal) and text as they arrive, shows the tool call
+and its result, then the token usage. No API key, no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, TextIO
+
+from dsh.agent import AgentOptions
+from dsh.chunks import BlockStart, Finish, ReasoningDelta, StreamChunk, TextDelta, TokenUsage
+from dsh.content import text_of
+from dsh.errors import DshError
+from dsh.events import AssistantMessage, SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd
+from dsh.harness import Harness
+from dsh.request import ToolSchema
+from dsh.tools import Tool, ToolExecution
+from dsh_plugins.mock_server.server import MockServer
+
+__all__ = ["DEMO_MODEL", "DEMO_PROMPT", "DemoHost", "configure", "run"]
+
+HELP = "run an agent offline against the bundled DeepSeek-compatible mock server"
+DEMO_MODEL = "deepseek-v4-flash"
+DEMO_PROMPT = 'How many words are in "the quick brown fox jumps over the lazy dog"?'
+
+
+async def _word_count(args: Any, execution: ToolExecution) -> str:
+    return str(len(str(args.get("text", "")).split()))
+
+
+WORD_COUNT = Tool(
+    ToolSchema(
+        "word_count",
+        "Count the words in a text.",
+        {
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "the text to count"}},
+            "required": ["text"],
+        },
+    ),
+    _word_count,
+)
+
+
+class DemoHost:
+    """The demo's own plugin, registered only in the demo's harness: the word-count tool and a
+    console that prints what the agent does as it happens."""
+
+    def __init__(self, out: TextIO, color: bool) -> None:
+        self.out = out
+        self.usage = TokenUsage()
+        self.model_calls = 0
+        self._dim, self._plain = ("\x1b[2m", "\x1b[0m") if color else ("", "")
+        self._line_open = False
+
+    def dsh_register_tools(self, register: Any) -> None:
+        register(WORD_COUNT)
+
+    def dsh_agent_stream_chunk(self, chunk: StreamChunk) -> None:
+        # DeepSeek ends blocks only at [DONE], so a line ends when the next block starts.
+        if isinstance(chunk, BlockStart | Finish):
+            self._end_line()
+        if isinstance(chunk, BlockStart) and chunk.block_type == "reasoning":
+            self._write(f"{self._dim}thinking: ")
+            self._line_open = True
+        elif isinstance(chunk, BlockStart) and chunk.block_type == "text":
+            self._write("assistant: ")
+            self._line_open = True
+        elif isinstance(chunk, ReasoningDelta | TextDelta):
+            self._write(chunk.text)
+
+    def dsh_session_event(self, event: SessionEvent) -> None:
+        data = event.data
+        if isinstance(data, ToolCallEvent):
+            self._write(f"→ {data.name}({data.arguments})\n")
+        elif isinstance(data, ToolResultEvent):
+            self._write(f"← {text_of(data.content)}\n")
+        elif isinstance(data, AssistantMessage) and data.usage is not None:
+            self.usage += data.usage
+            self.model_calls += 1
+
+    def usage_line(self) -> str:
+        u = self.usage
+        return (
+            f"usage: {self.model_calls} model calls · input {u.input_tokens} "
+            f"(+{u.cache_read_tokens} cached) · output {u.output_tokens} "
+            f"({u.reasoning_tokens} reasoning)"
+        )
+
+    def _end_line(self) -> None:
+        if self._line_open:
+            self._write(f"{self._plain}\n")
+            self._line_open = False
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompt", default=DEMO_PROMPT, help="what to ask the demo agent")
+
+
+async def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Run one turn; exit 0 when it completes."""
+    host = DemoHost(out, color=out.isatty() and "NO_COLOR" not in os.environ)
+    async with MockServer() as server:
+        print(f"dsh demo: a {DEMO_MODEL} agent against the mock server at {server.url}", file=out)
+        print("(no API key, no network)\n", file=out)
+        print(f"you: {args.prompt}", file=out)
+        config = {"llm_deepseek": {"base_url": server.url, "api_key": "demo-key"}}
+        try:
+            async with Harness(plugins=[host], config=config) as harness:
+                agent = harness.agent_loop.create("demo", AgentOptions(DEMO_MODEL, thinking=True))
+                agent.send(args.prompt)
+                await agent.wait_idle()
+                end = next(e.data for e in reversed(agent.session.events) if e.type == "turn/end")
+        except DshError as exc:
+            print(f"\ndsh demo failed: {exc}", file=out)
+            return 1
+    assert isinstance(end, TurnEnd)
+    if end.reason.type != "completed":
+        print(f"\ndsh demo failed: the turn ended {end.reason}", file=out)
+        return 1
+    print(f"\n{host.usage_line()}", file=out)
+    return 0

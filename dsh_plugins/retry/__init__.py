@@ -1,0 +1,113 @@
+"""``retry``: the request-error policy — exponential backoff with jitter for transient failures.
+
+Implements ``dsh_agent_request_error`` (call style ``first``) as ``trylast``, so any third-party
+policy is asked first. Retries the codes in ``retry_codes`` (by default ``RATE_LIMIT``,
+``SERVER``, ``TIMEOUT``, ``TRANSPORT``, ``EMPTY_RESPONSE``; never ``AUTH``,
+``INSUFFICIENT_BALANCE`` or ``INVALID_REQUEST``, which a retry cannot fix) until ``max_attempts``
+model calls were made, honouring the provider's ``Retry-After``. Every retry is logged as an
+``llm/retry`` session event. Configured by section ``retry``; see ``docs/plugins/retry.md``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
+
+from dsh.agent import Retry
+from dsh.chunks import LlmFailure
+from dsh.markers import hookimpl
+
+if TYPE_CHECKING:
+    from dsh.harness import Harness
+    from dsh.loop import LoopAgent
+
+__all__ = ["RETRY_EVENT", "RetryConfig", "RetryEvent", "RetryPlugin", "backoff_s"]
+
+RETRY_EVENT = "llm/retry"
+SECTION = "retry"
+
+
+@frozen
+class RetryConfig:
+    """Section ``retry``. The n-th retry waits ``base_delay_s * 2**(n-1)``, capped at
+    ``max_delay_s``, minus up to ``jitter`` of it at random. ``max_attempts`` counts model calls,
+    the first included. A ``Retry-After`` longer than ``max_retry_after_s`` is not waited for:
+    the step fails instead."""
+
+    base_delay_s: float = 0.5
+    max_delay_s: float = 10.0
+    max_attempts: int = 5
+    jitter: float = 0.1
+    max_retry_after_s: float = 60.0
+    retry_codes: tuple[str, ...] = (
+        "RATE_LIMIT",
+        "SERVER",
+        "TIMEOUT",
+        "TRANSPORT",
+        "EMPTY_RESPONSE",
+    )
+
+
+@frozen
+class RetryEvent:
+    """Data of ``llm/retry``: attempt ``attempt`` failed with ``code``; the next call starts
+    after ``delay_s``."""
+
+    turn: int
+    step: int
+    attempt: int
+    code: str
+    message: str
+    delay_s: float
+
+
+def backoff_s(config: RetryConfig, attempt: int, draw: float) -> float:
+    """The wait after failed attempt ``attempt`` (from 1), for a random ``draw`` in [0, 1)."""
+    capped = min(config.max_delay_s, config.base_delay_s * 2.0 ** (attempt - 1))
+    return capped * (1 - config.jitter * draw)
+
+
+class RetryPlugin:
+    """The built-in retry policy. ``random`` is the jitter source (inject a fixed one in tests)."""
+
+    def __init__(self, random: Callable[[], float] = random.random) -> None:
+        self._random = random
+        self._config = RetryConfig()
+
+    @hookimpl
+    def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
+        register(SECTION, RetryConfig)
+
+    @hookimpl
+    def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
+        register(RETRY_EVENT, RetryEvent)
+
+    @hookimpl
+    def dsh_harness_start(self, harness: Harness) -> None:
+        self._config = harness.config.section(SECTION, RetryConfig)
+
+    @hookimpl(trylast=True)
+    def dsh_agent_request_error(
+        self, agent: LoopAgent, turn: int, step: int, failure: LlmFailure, attempt: int
+    ) -> Retry | None:
+        delay_s = self.delay_for(failure, attempt)
+        if delay_s is None:
+            return None
+        event = RetryEvent(turn, step, attempt, failure.code, failure.message, delay_s)
+        agent.session.append(RETRY_EVENT, event)
+        return Retry(delay_s)
+
+    def delay_for(self, failure: LlmFailure, attempt: int) -> float | None:
+        """How long to wait before retrying, or ``None`` to let the step fail."""
+        config = self._config
+        if failure.code not in config.retry_codes or attempt >= config.max_attempts:
+            return None
+        delay_s = backoff_s(config, attempt, self._random())
+        if failure.retry_after_s is not None:
+            if failure.retry_after_s > config.max_retry_after_s:
+                return None
+            delay_s = max(delay_s, failure.retry_after_s)
+        return delay_s

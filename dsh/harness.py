@@ -6,7 +6,8 @@ with different plugins can run side by side in one event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -50,7 +51,8 @@ class Harness:
 
     ``plugins`` are registered after the entry-point plugins (so they are called first);
     ``config`` is a mapping or a path to a TOML file; ``disabled`` defaults to the
-    ``DSH_DISABLE_PLUGINS`` environment variable; ``strict`` makes a broken plugin fatal.
+    ``DSH_DISABLE_PLUGINS`` environment variable; ``strict`` makes a broken plugin fatal;
+    ``sleep`` is how retries wait (a fake clock in tests).
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class Harness:
         load_entrypoints: bool = True,
         disabled: Iterable[str] | None = None,
         strict: bool = False,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         raw = load_toml(config) if isinstance(config, str | Path) else config
         self.config = Config(raw)
@@ -74,8 +77,11 @@ class Harness:
         self.system_prompt = SystemPrompt(self.hooks, self.tools)
         self.agent_loop = AgentLoop(self)
         self.commands: dict[str, Command] = {}
+        #: How the loop waits before a retry; tests pass a fake that records and returns.
+        self.sleep = sleep
         self._host_plugins = list(plugins)
         self._load_entrypoints = load_entrypoints
+        self.loaded = False
         self.started = False
 
     async def __aenter__(self) -> Harness:
@@ -90,15 +96,25 @@ class Harness:
     ) -> None:
         await self.close()
 
-    async def start(self) -> None:
-        """Load plugins, collect contributions, load config, announce start, create agents."""
-        if self.started:
-            raise DshError("the harness is already started")
+    def load(self) -> None:
+        """Load plugins, collect their contributions and load the config (idempotent).
+
+        ``start`` does this first; the CLI calls it alone to learn the plugins' commands.
+        """
+        if self.loaded:
+            return
         if self._load_entrypoints:
             self.plugins.load_entrypoints()
         for plugin in self._host_plugins:
             self.plugins.register(plugin)
         self._collect()
+        self.loaded = True
+
+    async def start(self) -> None:
+        """Load, announce ``dsh_harness_start``, create the agents listed in config."""
+        if self.started:
+            raise DshError("the harness is already started")
+        self.load()
         self.started = True
         await self.hooks.harness_start(self)
         self.agent_loop.create_configured()
@@ -107,19 +123,24 @@ class Harness:
         runtime = self.plugins.runtime
         self.config.register("agent_loop", AgentLoopConfig)
         runtime.call_register(
-            "dsh_register_config", lambda owner: lambda s, c: self.config.register(s, c, owner)
+            "dsh_register_config",
+            lambda owner: lambda s, c: self.config.register(s, c, owner),
+            self,
         )
         self.config.load()
-        runtime.call_register("dsh_register_event_types", lambda _: self.events.register)
+        runtime.call_register("dsh_register_event_types", lambda _: self.events.register, self)
         runtime.call_register(
             "dsh_register_llm_adapters",
             lambda owner: lambda models, adapter: self.llm.register_adapter(models, adapter, owner),
+            self,
         )
         runtime.call_register(
-            "dsh_register_tools", lambda owner: lambda tool: self.tools.register(tool, owner)
+            "dsh_register_tools", lambda owner: lambda tool: self.tools.register(tool, owner), self
         )
-        runtime.call_register("dsh_register_prompt_sections", lambda _: self.system_prompt.section)
-        runtime.call_register("dsh_register_commands", lambda _: self._add_command)
+        runtime.call_register(
+            "dsh_register_prompt_sections", lambda _: self.system_prompt.section, self
+        )
+        runtime.call_register("dsh_register_commands", lambda _: self._add_command, self)
 
     def _add_command(self, command: Command) -> Callable[[], None]:
         if command.name in self.commands:

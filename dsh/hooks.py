@@ -82,11 +82,13 @@ def check_impl(hook: str, hookimpl: pluggy.HookImpl) -> None:
     fn = hookimpl.function
     where = f"plugin {hookimpl.plugin_name!r} implements {hook}"
     if hookimpl.hookwrapper or hookimpl.wrapper:
-        if style != "register":
-            raise PluginLoadError(
-                f"{where} as a wrapper, but {hook} is a {style} hook; wrappers only work on "
-                "register hooks (use the middleware hooks to wrap behaviour)"
-            )
+        # dsh calls every implementation itself (pluggy never awaits), so pluggy wrappers
+        # would silently not wrap anything: the middleware hooks are the way to wrap.
+        raise PluginLoadError(
+            f"{where} as a pluggy wrapper, but {hook} is a {style} hook; dsh hooks take no "
+            "wrappers (wrap behaviour with the middleware hooks dsh_llm_stream and "
+            "dsh_tools_execute)"
+        )
     is_async = inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
     if is_async and style in SYNC_STYLES:
         raise PluginLoadError(f"{where} with 'async def', but {hook} is {style}: use 'def'")
@@ -108,15 +110,17 @@ class HookRuntime:
         found = self._impls.get(hook)
         if found is None:
             caller: pluggy.HookCaller = getattr(self.pm.hook, hook)
-            found = [Impl(h) for h in reversed(caller.get_hookimpls()) if not h.hookwrapper]
+            found = [Impl(h) for h in reversed(caller.get_hookimpls())]
             self._impls[hook] = found
         return found
 
-    def call_register(self, hook: str, make_register: Callable[[str], Callable[..., Any]]) -> None:
+    def call_register(
+        self, hook: str, make_register: Callable[[str], Callable[..., Any]], harness: Harness
+    ) -> None:
         """Call a register hook, handing each plugin a ``register`` bound to its name."""
         for impl in self.impls(hook):
             try:
-                impl({"register": make_register(impl.plugin)})
+                impl({"register": make_register(impl.plugin), "harness": harness})
             except Exception as exc:
                 raise HookError(hook, impl.plugin, exc) from exc
 

@@ -3,8 +3,9 @@
 Hooks are grouped by lifecycle phase. Each one names its **call style** (see
 ``docs/architecture.md``) in its ``spec(...)`` marker, which the runtime reads:
 
-* ``register`` — sync; the implementation receives a ``register`` callable and contributes things.
-  Every registration returns a disposer.
+* ``register`` — sync; the implementation receives a ``register`` callable and contributes things
+  (and may take ``harness`` to read its config: sections are loaded right after
+  ``dsh_register_config``). Every registration returns a disposer.
 * ``notify`` — observers, awaited in call order; a failure is logged and contained.
 * ``notify-sync`` — hot-path observers; sync implementations only; contained like ``notify``.
 * ``waterfall`` — the value is threaded through implementations in call order. Return ``None``
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 
 @spec("register")
-def dsh_register_config(register: Callable[[str, type[Any]], Any]) -> None:
+def dsh_register_config(register: Callable[[str, type[Any]], Any], harness: Harness) -> None:
     """Declare a configuration section: ``register(section_name, attrs_class)``.
 
     The harness structures ``config[section_name]`` into the class (defaults when absent) and
@@ -58,12 +59,12 @@ def dsh_register_config(register: Callable[[str, type[Any]], Any]) -> None:
 
 
 @spec("register")
-def dsh_register_event_types(register: Callable[[str, type[Any]], Any]) -> None:
+def dsh_register_event_types(register: Callable[[str, type[Any]], Any], harness: Harness) -> None:
     """Declare a session event type: ``register("my/event", attrs_class_of_its_data)``."""
 
 
 @spec("register")
-def dsh_register_llm_adapters(register: Callable[..., Callable[[], None]]) -> None:
+def dsh_register_llm_adapters(register: Callable[..., Callable[[], None]], harness: Harness) -> None:
     """Contribute model adapters: ``register(model_ids, adapter)``.
 
     ``adapter`` has ``stream(request) -> AsyncIterator[StreamChunk]`` and may have ``aclose()``
@@ -73,17 +74,17 @@ def dsh_register_llm_adapters(register: Callable[..., Callable[[], None]]) -> No
 
 
 @spec("register")
-def dsh_register_tools(register: Callable[..., Callable[[], None]]) -> None:
+def dsh_register_tools(register: Callable[..., Callable[[], None]], harness: Harness) -> None:
     """Contribute tools: ``register(tool)`` where ``tool`` is a :class:`dsh.tools.Tool`."""
 
 
 @spec("register")
-def dsh_register_prompt_sections(register: Callable[..., Callable[[], None]]) -> None:
+def dsh_register_prompt_sections(register: Callable[..., Callable[[], None]], harness: Harness) -> None:
     """Contribute system prompt sections: ``register(PromptSection(name, order, text))``."""
 
 
 @spec("register")
-def dsh_register_commands(register: Callable[..., Callable[[], None]]) -> None:
+def dsh_register_commands(register: Callable[..., Callable[[], None]], harness: Harness) -> None:
     """Contribute CLI subcommands: ``register(Command(name, help, run, configure))``."""
 
 

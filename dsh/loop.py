@@ -44,7 +44,7 @@ from dsh.assembler import AssembledMessage, BlockAssembler
 from dsh.assembly import PromptAssembly, render
 from dsh.chunks import FinishAborted, FinishError, FinishMaxTokens, FinishStop, LlmFailure
 from dsh.config import AgentLoopConfig
-from dsh.content import Block, MessageSource, Text, ToolCall, UserSource
+from dsh.content import Block, MessageSource, Reasoning, Text, ToolCall, UserSource
 from dsh.errors import DshError, HookError, LlmError
 from dsh.events import (
     AssistantChunk,
@@ -101,11 +101,15 @@ class _StepOutcome:
     max_tokens: bool
 
 
+def _is_empty(blocks: tuple[Block, ...]) -> bool:
+    return all(isinstance(b, Text | Reasoning) and not b.text for b in blocks)
+
+
 def _failure_of(result: AssembledMessage) -> LlmFailure | None:
     finish = result.finish
     if isinstance(finish, FinishError | FinishAborted):
         return finish.failure
-    if isinstance(finish, FinishStop) and not result.message.content:
+    if isinstance(finish, FinishStop) and _is_empty(result.message.content):
         return LlmFailure("the model returned an empty completion", "EMPTY_RESPONSE")
     return None
 
@@ -117,8 +121,10 @@ def _failure_reason(failure: LlmFailure) -> TurnEndReason:
 
 
 def _plugin_failure(exc: BaseException) -> LlmFailure:
-    if isinstance(exc, HookError):
-        return LlmFailure(str(exc), "PLUGIN_ERROR")
+    """A failure that names the plugin(s) and hook when a plugin is to blame."""
+    causes = exc.exceptions if isinstance(exc, BaseExceptionGroup) else (exc,)
+    if all(isinstance(cause, HookError) for cause in causes):
+        return LlmFailure("; ".join(map(str, causes)), "PLUGIN_ERROR")
     return LlmFailure(f"{type(exc).__name__}: {exc}", "INTERNAL_ERROR")
 
 
@@ -371,7 +377,7 @@ class LoopAgent:
             retry = await self._hooks.agent_request_error(self, turn, step, failure, attempt)
             if retry is None:
                 raise StepFailed(failure)
-            await asyncio.sleep(retry.delay_s)
+            await self._harness.sleep(retry.delay_s)
 
     async def _request(self, turn: int, step: int) -> LlmRequest:
         assembly = await self._harness.system_prompt.assemble()

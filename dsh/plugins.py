@@ -133,7 +133,7 @@ class Plugins:
                 ) from exc
 
     def names(self) -> list[str]:
-        return [name for name, _ in self.pm.list_name_plugin()]
+        return [name for name, plugin in self.pm.list_name_plugin() if plugin is not None]
 
     def get(self, name: str) -> Any:
         return self.pm.get_plugin(name)

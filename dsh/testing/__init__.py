@@ -4,13 +4,14 @@
 Entries: ``text_response``, ``reasoning_response``, ``tool_call_response``,
 ``max_tokens_response``, ``error_response`` (in-band ``finish{error}``), ``raise_error`` (the
 adapter raises), ``hang()`` (waits until cancelled), a list of chunks, or a callable taking the
-request and returning any of these. Hypothesis strategies live in :mod:`dsh.testing.strategies`,
+request and returning (or awaiting to) any of these. Hypothesis strategies live in :mod:`dsh.testing.strategies`,
 the pytest fixtures in :mod:`dsh.testing.pytest_plugin` (loaded automatically by pytest).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -159,6 +160,8 @@ class ScriptedAdapter:
         entry: Any = self.script.pop(0)
         if callable(entry):
             entry = entry(request)
+            if inspect.isawaitable(entry):
+                entry = await entry
         self.started.set()
         if isinstance(entry, RaiseError | Hang):
             for chunk in entry.before:

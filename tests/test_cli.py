@@ -1,0 +1,91 @@
+"""The core CLI: plugins, hooks, config, plugin commands, bad config."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from dsh import Command, hookimpl
+from dsh.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
+    yield
+    structlog.reset_defaults()  # the CLI configures logging process-wide
+
+
+def test_plugins_lists_what_is_loaded(dists: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plugins"]) == 1  # a plugin failed to load
+    lines = capsys.readouterr().out.splitlines()
+    assert ["zeta", "fake_dist", "1.0"] in [line.split() for line in lines]
+    assert any(line.startswith("broken") and "FAILED: ImportError" in line for line in lines)
+    assert main(["--log-level", "critical", "plugins"]) == 1
+
+
+def test_hooks_lists_each_hook_with_its_style(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hooks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split()[:2] == ["dsh_agent_request", "waterfall"] for line in lines)
+    assert any(line.split()[:2] == ["dsh_session_flush", "parallel"] for line in lines)
+
+
+def test_config_dump_shows_effective_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "dsh.toml").write_text('[[agent_loop.agents]]\nid = "main"\n')
+    assert main(["config", "--dump"]) == 0
+    dumped = json.loads(capsys.readouterr().out)
+    assert dumped["agent_loop"] == {"agents": [{"id": "main", "model": "", "system_prompt": ""}]}
+    assert main(["config"]) == 0
+    assert "agent_loop" in capsys.readouterr().out
+
+
+def test_bad_config_exits_2_with_every_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bad.toml").write_text("[nope]\n[agent_loop]\nagentz = 1\n")
+    assert main(["--config", "bad.toml", "plugins"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown section" in err and "agentz" in err
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    assert "usage: dsh" in capsys.readouterr().out
+
+
+def test_plugin_commands_are_dispatched(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Commands:
+        @hookimpl
+        def dsh_register_commands(self, register: Any) -> None:
+            def configure(parser: Any) -> None:
+                parser.add_argument("--name", default="world")
+
+            async def hello(args: Any) -> int:
+                print(f"hello {args.name}")
+                return 3
+
+            register(Command("hello", "say hello", hello, configure))
+            register(Command("sync", "sync command", lambda args: 0))
+
+    from dsh import harness as harness_module
+
+    original = harness_module.Harness.__init__
+
+    def with_commands(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, plugins=[Commands()], **kwargs)
+
+    monkeypatch.setattr(harness_module.Harness, "__init__", with_commands)
+    assert main(["hello", "--name", "dsh"]) == 3
+    assert capsys.readouterr().out == "hello dsh\n"
+    assert main(["sync"]) == 0

@@ -1,0 +1,140 @@
+"""One converter for every value: tagged unions, omitted optionals, exact round trips."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsh.chunks import (
+    BlockEnd,
+    Finish,
+    FinishError,
+    FinishReason,
+    LlmFailure,
+    StreamChunk,
+    TokenUsage,
+    ToolCallDelta,
+)
+from dsh.content import Block, Message, MessageSource, PluginSource, Text
+from dsh.converter import EventCodec, structure, unstructure
+from dsh.errors import DshError
+from dsh.events import (
+    AssistantChunk,
+    AssistantMessage,
+    ContextMessage,
+    ErrorEvent,
+    SessionEvent,
+    StepBoundary,
+    SteeringMessage,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnDisposed,
+    TurnEnd,
+    TurnEndReason,
+    TurnError,
+    TurnInterrupted,
+    TurnMaxTokens,
+    TurnStart,
+    UserMessage,
+)
+from dsh.request import LlmRequest, ToolSchema
+from dsh.testing import strategies as ds
+
+ints = st.integers(0, 1000)
+content = st.lists(ds.blocks, max_size=3).map(tuple)
+turn_end_reasons: st.SearchStrategy[TurnEndReason] = st.one_of(
+    st.just(TurnCompleted()),
+    st.builds(TurnAborted, st.none() | st.text()),
+    st.builds(TurnError, ds.failures),
+    st.just(TurnMaxTokens()),
+    st.just(TurnDisposed()),
+    st.just(TurnInterrupted()),
+)
+event_data = st.one_of(
+    st.builds(UserMessage, content, ds.message_sources),
+    st.builds(ContextMessage, content, ds.message_sources),
+    st.builds(SteeringMessage, ints, content, ds.message_sources),
+    st.builds(TurnStart, ints, ds.message_sources),
+    st.builds(TurnEnd, ints, turn_end_reasons),
+    st.builds(StepBoundary, ints, ints),
+    st.builds(AssistantChunk, ints, ints, ds.stream_chunks),
+    st.builds(AssistantMessage, ints, ints, content, st.none() | ds.token_usages),
+    st.builds(ToolCallEvent, ints, ints, st.text(), st.text(), st.text()),
+    st.builds(ToolResultEvent, ints, ints, st.text(), ds.result_content, st.booleans()),
+    st.builds(ErrorEvent, ints, ints, st.text(), st.none() | st.text()),
+)
+CASES: list[tuple[Any, Any]] = [
+    (ds.blocks, Block),
+    (ds.messages, Message),
+    (ds.message_sources, MessageSource),
+    (ds.token_usages, TokenUsage),
+    (ds.failures, LlmFailure),
+    (ds.finish_reasons, FinishReason),
+    (ds.stream_chunks, StreamChunk),
+    (ds.llm_requests, LlmRequest),
+    (ds.tool_schemas, ToolSchema),
+    (turn_end_reasons, TurnEndReason),
+]
+
+
+@pytest.mark.parametrize(("strategy", "cls"), CASES, ids=[c[1].__name__ if hasattr(c[1], "__name__") else str(i) for i, c in enumerate(CASES)])
+@given(data=st.data())
+def test_round_trip_through_json(strategy: Any, cls: Any, data: st.DataObject) -> None:
+    value = data.draw(strategy)
+    raw = json.loads(json.dumps(unstructure(value)))
+    assert structure(raw, cls) == value
+
+
+@given(data=event_data, seq=ints, time=st.floats(0, 2e9))
+def test_session_events_round_trip(data: Any, seq: int, time: float) -> None:
+    codec = EventCodec()
+    name = next(k for k, v in codec.types.items() if v is type(data))
+    event = SessionEvent(name, seq, time, data)
+    assert codec.decode(json.loads(json.dumps(codec.encode(event)))) == event
+
+
+def test_unions_are_tagged_with_the_seeds_hyphenated_names() -> None:
+    chunk = Finish(FinishError(LlmFailure("boom", "SERVER")))
+    assert unstructure(chunk) == {
+        "type": "finish",
+        "reason": {"type": "error", "failure": {"message": "boom", "code": "SERVER"}},
+    }
+    assert unstructure(ToolCallDelta(1, "c", "{")) == {
+        "type": "tool-call-delta", "index": 1, "id": "c", "arguments_delta": "{",
+    }
+    assert unstructure(PluginSource("x")) == {"type": "plugin", "name": "x"}
+    assert unstructure(TurnMaxTokens()) == {"type": "max-tokens"}
+
+
+def test_unset_optionals_are_omitted_never_null() -> None:
+    raw = unstructure(LlmRequest("m", (Message("user", (Text("hi"),)),)))
+    assert raw == {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    assert "null" not in json.dumps(unstructure(BlockEnd(0, Text("x"))))
+
+
+def test_a_bad_tag_is_a_clear_error() -> None:
+    with pytest.raises(Exception, match="tagged by 'type'"):
+        structure({"type": "nope"}, StreamChunk)
+    with pytest.raises(Exception, match="tagged by 'type'"):
+        structure("not a mapping", Block)
+
+
+def test_unknown_event_types_keep_their_raw_data() -> None:
+    codec = EventCodec()
+    raw = {"type": "gone/plugin", "seq": 3, "time": 1.0, "data": {"x": 1}}
+    event = codec.decode(raw)
+    assert event.data == {"x": 1}
+    assert codec.encode(event) == raw
+
+
+def test_event_types_register_once() -> None:
+    codec = EventCodec()
+    codec.register("user/message", UserMessage)
+    with pytest.raises(DshError, match="already registered"):
+        codec.register("user/message", ContextMessage)

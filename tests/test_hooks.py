@@ -1,0 +1,442 @@
+"""The hook runtime: every call style, call order, containment and validation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pluggy
+import pytest
+from structlog.testing import capture_logs
+
+from dsh import Harness, HookError, PluginLoadError, Stop, hookimpl
+from dsh.agent import Continuation
+from dsh.chunks import StreamChunk, TextDelta
+from dsh.hooks import HOOK_STYLES, HookRuntime
+from dsh.plugins import Plugins
+from dsh.request import LlmRequest
+from dsh.tools import ToolExecution, ToolOutcome
+
+
+def plugins(*objs: object) -> Plugins:
+    p = Plugins()
+    for index, obj in enumerate(objs):
+        p.register(obj, name=f"p{index}")
+    return p
+
+
+def runtime(*objs: object) -> HookRuntime:
+    return plugins(*objs).runtime
+
+
+class Replace:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    @hookimpl
+    def dsh_agent_turn_continuation(self, decision: Continuation) -> Any:
+        return self.value
+
+
+class Record:
+    def __init__(self, log: list[str], name: str, result: Any = None) -> None:
+        self.log, self.name, self.result = log, name, result
+
+    @hookimpl
+    def dsh_agent_turn_continuation(self, decision: Continuation) -> Any:
+        self.log.append(self.name)
+        return self.result
+
+
+async def waterfall(rt: HookRuntime, value: Any) -> Any:
+    kwargs = {"agent": None, "turn": 1, "decision": value}
+    return await rt.waterfall("dsh_agent_turn_continuation", "decision", kwargs)
+
+
+# -- waterfall -------------------------------------------------------------------------------
+
+
+async def test_waterfall_none_passes_the_value_on() -> None:
+    assert await waterfall(runtime(Replace(None)), Continuation(True)) == Continuation(True)
+
+
+async def test_waterfall_new_value_replaces_and_the_chain_continues() -> None:
+    log: list[str] = []
+    # pluggy calls the last registered first: Record then Replace(False).
+    rt = runtime(Replace(Continuation(False, "x")), Record(log, "after"))
+    assert await waterfall(rt, Continuation(True)) == Continuation(False, "x")
+    assert log == ["after"]
+
+
+async def test_waterfall_stop_ends_the_chain() -> None:
+    log: list[str] = []
+    rt = runtime(Record(log, "never"), Replace(Stop(Continuation(False, "stop"))))
+    assert await waterfall(rt, Continuation(True)) == Continuation(False, "stop")
+    assert log == []
+
+
+async def test_waterfall_mixes_sync_and_async_implementations() -> None:
+    class AsyncFlip:
+        @hookimpl
+        async def dsh_agent_turn_continuation(self, decision: Continuation) -> Continuation:
+            await asyncio.sleep(0)
+            return Continuation(not decision.proceed, decision.reason + "a")
+
+    class SyncFlip:
+        @hookimpl
+        def dsh_agent_turn_continuation(self, decision: Continuation) -> Continuation:
+            return Continuation(not decision.proceed, decision.reason + "s")
+
+    rt = runtime(AsyncFlip(), SyncFlip())
+    assert await waterfall(rt, Continuation(True, "")) == Continuation(True, "sa")
+
+
+async def test_waterfall_exception_names_plugin_and_hook() -> None:
+    class Broken:
+        @hookimpl
+        def dsh_agent_turn_continuation(self) -> None:
+            raise ValueError("bad")
+
+    with pytest.raises(HookError, match=r"plugin 'p0' failed in dsh_agent_turn_continuation: "
+                                        r"ValueError: bad") as info:
+        await waterfall(runtime(Broken()), Continuation(True))
+    assert info.value.plugin == "p0" and isinstance(info.value.error, ValueError)
+
+
+async def test_call_order_is_pluggys_including_tryfirst_and_trylast() -> None:
+    log: list[str] = []
+
+    class First(Record):
+        @hookimpl(tryfirst=True)
+        def dsh_agent_turn_continuation(self, decision: Continuation) -> Any:
+            self.log.append(self.name)
+
+    class Last(Record):
+        @hookimpl(trylast=True)
+        def dsh_agent_turn_continuation(self, decision: Continuation) -> Any:
+            self.log.append(self.name)
+
+    objs = [Last(log, "last"), Record(log, "a"), First(log, "first"), Record(log, "b")]
+    p = plugins(*objs)
+    await waterfall(p.runtime, Continuation(True))
+    assert log == ["first", "b", "a", "last"]
+    pluggy_order = [
+        p.pm.get_name(i.plugin)
+        for i in reversed(p.pm.hook.dsh_agent_turn_continuation.get_hookimpls())
+    ]
+    assert pluggy_order == ["p2", "p3", "p1", "p0"]
+
+
+async def test_impls_take_any_subset_of_arguments() -> None:
+    seen: list[Any] = []
+
+    class Subset:
+        @hookimpl
+        def dsh_agent_turn_continuation(self, turn: int) -> None:
+            seen.append(turn)
+
+    await waterfall(runtime(Subset()), Continuation(True))
+    assert seen == [1]
+
+
+# -- middleware ------------------------------------------------------------------------------
+
+
+def execution(name: str = "t") -> ToolExecution:
+    return ToolExecution("c1", name, "{}")
+
+
+async def terminal(execution: ToolExecution) -> ToolOutcome:
+    return ToolOutcome.error("RAN", execution.name)
+
+
+async def middleware(rt: HookRuntime, value: ToolExecution) -> ToolOutcome:
+    result: ToolOutcome = await rt.middleware("dsh_tools_execute", "execution", value, terminal)
+    return result
+
+
+async def test_middleware_without_implementations_runs_the_terminal() -> None:
+    assert (await middleware(runtime(), execution())).code == "RAN"
+
+
+async def test_middleware_can_veto() -> None:
+    class Deny:
+        @hookimpl
+        def dsh_tools_execute(self, execution: ToolExecution, call_next: Any) -> ToolOutcome:
+            return ToolOutcome.error("DENIED", "no")
+
+    assert (await middleware(runtime(Deny()), execution())).code == "DENIED"
+
+
+async def test_middleware_can_wrap_and_change_the_input() -> None:
+    log: list[str] = []
+
+    class Rename:
+        @hookimpl
+        async def dsh_tools_execute(self, execution: ToolExecution, call_next: Any) -> Any:
+            log.append("before")
+            outcome = await call_next(ToolExecution("c1", "renamed", "{}"))
+            log.append("after")
+            return ToolOutcome(outcome.content, True, "WRAPPED")
+
+    outcome = await middleware(runtime(Rename()), execution())
+    assert outcome.code == "WRAPPED" and outcome.content[0].text == "Error: renamed"
+    assert log == ["before", "after"]
+
+
+async def test_middleware_errors_from_downstream_are_not_blamed_on_the_caller() -> None:
+    class Pass:
+        @hookimpl
+        async def dsh_tools_execute(self, execution: ToolExecution, call_next: Any) -> Any:
+            return await call_next(execution)
+
+    class Broken:
+        @hookimpl
+        def dsh_tools_execute(self, execution: ToolExecution, call_next: Any) -> Any:
+            raise KeyError("inner")
+
+    # Pass is called first (registered last) and Broken raises downstream of it.
+    with pytest.raises(HookError) as info:
+        await middleware(runtime(Broken(), Pass()), execution())
+    assert info.value.plugin == "p0"
+
+    async def failing(execution: ToolExecution) -> ToolOutcome:
+        raise OSError("terminal")
+
+    with pytest.raises(OSError, match="terminal"):
+        await runtime(Pass()).middleware("dsh_tools_execute", "execution", execution(), failing)
+
+
+async def test_llm_stream_middleware_may_be_an_async_generator() -> None:
+    class Upper:
+        @hookimpl
+        async def dsh_llm_stream(self, request: LlmRequest, call_next: Any) -> Any:
+            async for chunk in await call_next(request):
+                yield TextDelta(chunk.index, chunk.text.upper())
+
+    async def source(request: LlmRequest) -> AsyncIterator[StreamChunk]:
+        yield TextDelta(0, "hi")
+
+    rt = runtime(Upper())
+    stream = await rt.middleware("dsh_llm_stream", "request", LlmRequest("m", ()), source)
+    assert [c async for c in stream] == [TextDelta(0, "HI")]
+
+
+# -- notify, first, parallel -----------------------------------------------------------------
+
+
+async def test_notify_contains_failures_and_calls_everyone() -> None:
+    seen: list[str] = []
+
+    class Broken:
+        @hookimpl
+        async def dsh_agent_status(self, status: str) -> None:
+            raise RuntimeError("observer bug")
+
+    class Watch:
+        @hookimpl
+        def dsh_agent_status(self, status: str) -> None:
+            seen.append(status)
+
+    with capture_logs() as logs:
+        await runtime(Watch(), Broken()).notify("dsh_agent_status", {"agent": None, "status": "idle"})
+    assert seen == ["idle"]
+    assert logs[0]["hook"] == "dsh_agent_status" and logs[0]["plugin"] == "p1"
+
+
+def test_notify_sync_contains_failures() -> None:
+    seen: list[int] = []
+
+    class Broken:
+        @hookimpl
+        def dsh_session_event(self, event: Any) -> None:
+            raise RuntimeError("observer bug")
+
+    class Watch:
+        @hookimpl
+        def dsh_session_event(self, event: Any) -> None:
+            seen.append(event)
+
+    with capture_logs() as logs:
+        runtime(Watch(), Broken()).notify_sync("dsh_session_event", {"session": None, "event": 7})
+    assert seen == [7]
+    assert logs[0]["log_level"] == "error"
+
+
+async def test_first_returns_the_first_non_none_result() -> None:
+    class NoOpinion:
+        @hookimpl
+        def dsh_session_load(self, session_id: str) -> None:
+            return None
+
+    class Has:
+        @hookimpl
+        async def dsh_session_load(self, session_id: str) -> list[Any]:
+            return [session_id]
+
+    assert await runtime(Has(), NoOpinion()).first("dsh_session_load", {"session_id": "s"}) == ["s"]
+    assert await runtime(NoOpinion()).first("dsh_session_load", {"session_id": "s"}) is None
+
+    class Broken:
+        @hookimpl
+        def dsh_session_load(self) -> None:
+            raise ValueError("x")
+
+    with pytest.raises(HookError, match="dsh_session_load"):
+        await runtime(Broken()).first("dsh_session_load", {"session_id": "s"})
+
+
+async def test_parallel_runs_concurrently_and_raises_failures_together() -> None:
+    both_running = asyncio.Event()
+    running = 0
+
+    class Slow:
+        @hookimpl
+        async def dsh_session_flush(self) -> None:
+            nonlocal running
+            running += 1
+            if running == 2:
+                both_running.set()
+            await asyncio.wait_for(both_running.wait(), 1)
+
+    await runtime(Slow(), Slow()).parallel("dsh_session_flush", {"session": None})
+
+    class Broken:
+        def __init__(self, message: str) -> None:
+            self.message = message
+
+        @hookimpl
+        async def dsh_session_flush(self) -> None:
+            raise OSError(self.message)
+
+    settled: list[str] = []
+
+    class Fine:
+        @hookimpl
+        async def dsh_session_flush(self) -> None:
+            await asyncio.sleep(0.01)
+            settled.append("fine")
+
+    rt = runtime(Broken("a"), Fine(), Broken("b"))
+    with pytest.raises(ExceptionGroup) as info:
+        await rt.parallel("dsh_session_flush", {"session": None})
+    assert sorted(str(e.error) for e in info.value.exceptions) == ["a", "b"]
+    assert settled == ["fine"]
+    await runtime().parallel("dsh_session_flush", {"session": None})
+
+
+def test_register_style_hands_each_plugin_a_bound_register() -> None:
+    got: list[tuple[str, str]] = []
+
+    class A:
+        @hookimpl
+        def dsh_register_tools(self, register: Any) -> None:
+            register("tool-a")
+
+    rt = runtime(A())
+    rt.call_register("dsh_register_tools", lambda owner: lambda x: got.append((owner, x)), None)  # type: ignore[arg-type]
+    assert got == [("p0", "tool-a")]
+
+    class Broken:
+        @hookimpl
+        def dsh_register_tools(self) -> None:
+            raise ValueError("bad")
+
+    with pytest.raises(HookError, match="dsh_register_tools"):
+        runtime(Broken()).call_register("dsh_register_tools", lambda o: print, None)  # type: ignore[arg-type]
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def test_pluggy_wrappers_are_rejected() -> None:
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def dsh_agent_request(self) -> Any:
+            return (yield)
+
+    with pytest.raises(PluginLoadError, match="pluggy wrapper, but dsh_agent_request is a waterfall"):
+        plugins(Wrapper())
+
+    class RegisterWrapper:
+        @hookimpl(wrapper=True)
+        def dsh_register_tools(self) -> Any:
+            return (yield)
+
+    with pytest.raises(PluginLoadError, match="register hook"):
+        plugins(RegisterWrapper())
+
+    class OldWrapper:
+        @hookimpl(hookwrapper=True)
+        def dsh_tools_execute(self) -> Any:
+            yield
+
+    p = Plugins()
+    with pytest.raises(PluginLoadError, match="middleware"):
+        p.register(OldWrapper(), name="old")
+    assert p.pm.get_plugin("old") is None
+
+
+def test_async_impls_are_rejected_on_sync_styles() -> None:
+    class AsyncObserver:
+        @hookimpl
+        async def dsh_session_event(self) -> None:
+            pass
+
+    with pytest.raises(PluginLoadError, match="'async def', but dsh_session_event is notify-sync"):
+        plugins(AsyncObserver())
+
+
+def test_misspelled_hook_fails_loudly_even_without_the_marker() -> None:
+    class Typo:
+        def dsh_agnet_request(self) -> None:
+            pass
+
+    with pytest.raises(PluginLoadError, match="'dsh_agnet_request', which is not a dsh hook"):
+        plugins(Typo())
+
+
+def test_unmarked_dsh_functions_are_implementations() -> None:
+    class Unmarked:
+        def dsh_agent_status(self) -> None:
+            pass
+
+        not_a_hook = 1
+
+    p = plugins(Unmarked())
+    assert [i.plugin for i in p.runtime.impls("dsh_agent_status")] == ["p0"]
+
+
+def test_registering_the_same_name_twice_fails() -> None:
+    p = plugins(Replace(None))
+    with pytest.raises(PluginLoadError, match="cannot be registered"):
+        p.register(Replace(None), name="p0")
+
+
+def test_every_hook_has_a_style_and_a_docstring() -> None:
+    from dsh import hookspecs
+
+    for name, style in HOOK_STYLES.items():
+        doc = getattr(hookspecs, name).__doc__
+        assert doc and doc.strip(), name
+        assert style in {"register", "notify", "notify-sync", "waterfall", "middleware",
+                         "first", "parallel"}
+
+
+async def test_two_harnesses_run_side_by_side_with_different_plugins() -> None:
+    class Mark:
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        @hookimpl
+        def dsh_system_prompt_assemble(self, assembly: Any) -> Any:
+            return None
+
+    async with Harness(load_entrypoints=False, plugins=[Mark("a")]) as one, Harness(
+        load_entrypoints=False
+    ) as two:
+        assert len(one.plugins.runtime.impls("dsh_system_prompt_assemble")) == 1
+        assert two.plugins.runtime.impls("dsh_system_prompt_assemble") == []
+        assert one.plugins.pm is not two.plugins.pm
+        assert isinstance(one.plugins.pm, pluggy.PluginManager)

@@ -1,0 +1,642 @@
+"""The loop lifecycle: exact session event sequences for every path through a turn."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from dsh import AgentOptions, Continuation, DshError, Harness, Retry, Stop, Tool, hookimpl
+from dsh.chunks import (
+    Finish,
+    FinishAborted,
+    FinishMaxTokens,
+    FinishStop,
+    LlmFailure,
+    TextDelta,
+    ToolCallDelta,
+)
+from dsh.content import Message, PluginSource, Text, ToolCall, ToolResult
+from dsh.events import (
+    ContextMessage,
+    TurnAborted,
+    TurnCompleted,
+    TurnDisposed,
+    TurnError,
+    TurnMaxTokens,
+)
+from dsh.request import LlmRequest, ToolSchema
+from dsh.testing import (
+    error_response,
+    hang,
+    max_tokens_response,
+    raise_error,
+    reasoning_response,
+    text_response,
+    tool_call_response,
+)
+from tests.helpers import kinds, of_type, scripted_agent
+
+
+def echo_tool(name: str = "echo", gate: asyncio.Event | None = None) -> Tool:
+    async def run(args: Any, execution: Any) -> str:
+        if gate is not None:
+            await gate.wait()
+        return f"echo:{args['text']}"
+
+    return Tool(ToolSchema(name, "echo the text", {"type": "object"}), run)
+
+
+def turn_end_reason(agent: Any, index: int = -1) -> Any:
+    return of_type(agent.session.events, "turn/end")[index].data.reason
+
+
+async def test_plain_reply(harness: Harness) -> None:
+    agent, adapter = scripted_agent(harness, [text_response("hi!")])
+    agent.send("hello")
+    await agent.wait_idle()
+    assert kinds(agent.session.events) == [
+        "user/message", "turn/start", "step/start", "chunks", "assistant/message",
+        "step/end", "turn/end",
+    ]
+    assert len(of_type(agent.session.events, "assistant/chunk")) == len(text_response("hi!"))
+    assert turn_end_reason(agent) == TurnCompleted()
+    message = of_type(agent.session.events, "assistant/message")[0].data
+    assert message.content == (Text("hi!"),)
+    assert message.usage is not None and message.usage.output_tokens == 3
+    assert [e.seq for e in agent.session.events] == list(range(len(agent.session.events)))
+    assert adapter.requests[0].messages == (Message("user", (Text("hello"),)),)
+    assert agent.status == "idle"
+
+
+async def test_two_step_tool_turn(harness: Harness) -> None:
+    harness.tools.register(echo_tool())
+    agent, adapter = scripted_agent(
+        harness, [tool_call_response("c1", "echo", {"text": "x"}, text="calling"), text_response("ok")]
+    )
+    agent.send("go")
+    await agent.wait_idle()
+    assert kinds(agent.session.events) == [
+        "user/message", "turn/start",
+        "step/start", "chunks", "assistant/message", "tool/call", "tool/result", "step/end",
+        "step/start", "chunks", "assistant/message", "step/end",
+        "turn/end",
+    ]
+    result = of_type(agent.session.events, "tool/result")[0].data
+    assert (result.call_id, result.content, result.is_error) == ("c1", (Text("echo:x"),), False)
+    second = adapter.requests[1].messages
+    assert second[1] == Message(
+        "assistant", (Text("calling"), ToolCall("c1", "echo", '{"text": "x"}'))
+    )
+    assert second[2] == Message("user", (ToolResult("c1", (Text("echo:x"),)),))
+    assert [t.name for t in adapter.requests[0].tools] == ["echo"]
+
+
+async def test_steering_mid_turn_is_delivered_between_steps(harness: Harness) -> None:
+    gate = asyncio.Event()
+    harness.tools.register(echo_tool(gate=gate))
+    agent, adapter = scripted_agent(
+        harness, [tool_call_response("c1", "echo", {"text": "x"}), text_response("ok")]
+    )
+    agent.send("go")
+    await adapter.started.wait()
+    await asyncio.sleep(0)
+    agent.steer("also this")
+    gate.set()
+    await agent.wait_idle()
+    assert kinds(agent.session.events) == [
+        "user/message", "turn/start",
+        "step/start", "chunks", "assistant/message", "tool/call", "tool/result",
+        "steering/message", "step/end",
+        "step/start", "chunks", "assistant/message", "step/end",
+        "turn/end",
+    ]
+    assert adapter.requests[1].messages[-1] == Message("user", (Text("also this"),))
+
+
+async def test_steering_forces_another_step_without_tool_calls(harness: Harness) -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_then_text(request: LlmRequest) -> Any:
+        started.set()
+        await release.wait()
+        return text_response("first")
+
+    agent, adapter = scripted_agent(harness, [slow_then_text, text_response("second")])
+    agent.send("go")
+    await started.wait()
+    agent.steer("wait, one more thing")
+    release.set()
+    await agent.wait_idle()
+    assert [e.data.content for e in of_type(agent.session.events, "assistant/message")] == [
+        (Text("first"),), (Text("second"),)
+    ]
+    assert len(of_type(agent.session.events, "turn/start")) == 1
+
+
+async def test_leftover_steering_becomes_the_next_turn(harness: Harness) -> None:
+    class SteerAtStepEnd:
+        steered = False
+
+        @hookimpl
+        async def dsh_agent_step_end(self, agent: Any) -> None:
+            if not self.steered:
+                self.steered = True
+                agent.steer("late")
+
+    harness.plugins.register(SteerAtStepEnd())
+    agent, adapter = scripted_agent(harness, [text_response("a"), text_response("b")])
+    agent.send("go")
+    await agent.wait_idle()
+    # Steering arriving at step end forces another step rather than being stranded.
+    assert kinds(agent.session.events).count("step/start") == 2
+    assert adapter.requests[1].messages[-1] == Message("user", (Text("late"),))
+
+
+async def test_steering_left_after_turn_end_is_requeued(harness: Harness) -> None:
+    class SteerAfterTurn:
+        @hookimpl
+        async def dsh_agent_turn_end(self, agent: Any, turn: int) -> None:
+            if turn == 1:
+                agent.inbox.steer(agent.inbox.drain_queued() or _steer_message("late"))
+
+    harness.plugins.register(SteerAfterTurn())
+    agent, adapter = scripted_agent(harness, [text_response("a"), text_response("b")])
+    agent.send("go")
+    await agent.wait_idle()
+    assert len(of_type(agent.session.events, "turn/start")) == 2
+    assert of_type(agent.session.events, "user/message")[1].data.content == (Text("late"),)
+
+
+def _steer_message(text: str) -> Any:
+    from dsh.inbox import InboxMessage
+
+    return InboxMessage((Text(text),))
+
+
+async def test_steer_when_idle_is_send(harness: Harness) -> None:
+    agent, _ = scripted_agent(harness, [text_response("a")])
+    agent.steer("hello")
+    await agent.wait_idle()
+    assert kinds(agent.session.events)[0:2] == ["user/message", "turn/start"]
+
+
+async def test_abort_mid_stream(harness: Harness) -> None:
+    agent, adapter = scripted_agent(
+        harness, [hang(before=[TextDelta(0, "par")]), text_response("next")]
+    )
+    agent.send("go")
+    await adapter.started.wait()
+    await asyncio.sleep(0)
+    agent.abort("user pressed ctrl-c")
+    await agent.wait_idle()
+    assert kinds(agent.session.events) == [
+        "user/message", "turn/start", "step/start", "chunks", "step/end", "turn/end",
+    ]
+    assert turn_end_reason(agent) == TurnAborted("user pressed ctrl-c")
+    assert of_type(agent.session.events, "assistant/chunk")[0].data.chunk == TextDelta(0, "par")
+    agent.send("again")
+    await agent.wait_idle()
+    assert turn_end_reason(agent) == TurnCompleted()
+
+
+async def test_abort_while_a_tool_runs_pairs_the_call_with_a_result(harness: Harness) -> None:
+    gate = asyncio.Event()
+    tool_started = asyncio.Event()
+
+    async def blocking(args: Any, execution: Any) -> str:
+        tool_started.set()
+        await gate.wait()
+        return "never"
+
+    harness.tools.register(Tool(ToolSchema("block", "blocks"), blocking))
+    agent, _ = scripted_agent(harness, [tool_call_response("c1", "block", {})])
+    agent.send("go")
+    await tool_started.wait()
+    agent.abort("stop")
+    await agent.wait_idle()
+    assert kinds(agent.session.events)[-4:] == ["tool/call", "tool/result", "step/end", "turn/end"]
+    result = of_type(agent.session.events, "tool/result")[0].data
+    assert result.is_error and "aborted: stop" in result.content[0].text
+    assert turn_end_reason(agent) == TurnAborted("stop")
+
+
+async def test_abort_when_idle_does_nothing(harness: Harness) -> None:
+    agent, _ = scripted_agent(harness, [])
+    agent.abort()
+    await agent.wait_idle()
+    assert agent.session.events == ()
+
+
+async def test_abort_between_steps_ends_the_turn_before_the_next_step(harness: Harness) -> None:
+    class AbortAtStepEnd:
+        @hookimpl
+        async def dsh_agent_step_end(self, agent: Any) -> None:
+            agent.abort("enough")
+
+    harness.plugins.register(AbortAtStepEnd())
+    harness.tools.register(echo_tool())
+    agent, _ = scripted_agent(harness, [tool_call_response("c1", "echo", {"text": "x"})])
+    agent.send("go")
+    await agent.wait_idle()
+    assert kinds(agent.session.events).count("step/start") == 1
+    assert turn_end_reason(agent) == TurnAborted("enough")
+
+
+async def test_abort_as_the_step_starts_cancels_it_at_once(harness: Harness) -> None:
+    class AbortAtStepStart:
+        @hookimpl
+        async def dsh_agent_step_start(self, agent: Any) -> None:
+            agent.abort("now")
+
+    harness.plugins.register(AbortAtStepStart())
+    agent, adapter = scripted_agent(harness, [text_response("x")])
+    agent.send("go")
+    await agent.wait_idle()
+    assert adapter.requests == []
+    assert kinds(agent.session.events) == [
+        "user/message", "turn/start", "step/start", "step/end", "turn/end",
+    ]
+
+
+async def test_dispose_mid_turn() -> None:
+    statuses: list[str] = []
+
+    class Watch:
+        @hookimpl
+        def dsh_agent_status(self, status: str) -> None:
+            statuses.append(status)
+
+    async with Harness(load_entrypoints=False, plugins=[Watch()]) as h:
+        agent, adapter = scripted_agent(h, [hang()])
+        agent.send("go")
+        await adapter.started.wait()
+        await agent.dispose()
+        assert kinds(agent.session.events) == [
+            "user/message", "turn/start", "step/start", "step/end", "turn/end",
+        ]
+        assert turn_end_reason(agent) == TurnDisposed()
+        assert agent.status == "disposed"
+        assert statuses == ["running", "disposed"]
+        assert h.agents.get("main") is None
+        with pytest.raises(DshError, match="disposed"):
+            agent.send("more")
+        await agent.dispose()  # idempotent
+        await agent.wait_idle()
+
+
+async def test_dispose_while_a_continuation_hook_runs_ends_the_turn_disposed(
+    harness: Harness,
+) -> None:
+    class DisposeInContinuation:
+        @hookimpl
+        async def dsh_agent_turn_continuation(self, agent: Any) -> Any:
+            asyncio.get_running_loop().create_task(agent.dispose())
+            await asyncio.sleep(0)
+            return Continuation(True)
+
+    harness.plugins.register(DisposeInContinuation())
+    agent, _ = scripted_agent(harness, [text_response("a")])
+    agent.send("go")
+    await agent.wait_idle()
+    assert turn_end_reason(agent) == TurnDisposed()
+
+
+async def test_disposing_the_harness_disposes_idle_agents() -> None:
+    async with Harness(load_entrypoints=False) as h:
+        agent, _ = scripted_agent(h, [])
+    assert agent.status == "disposed"
+
+
+@pytest.mark.parametrize(
+    "hook",
+    ["dsh_agent_request", "dsh_agent_step_result", "dsh_system_prompt_assemble"],
+)
+async def test_a_plugin_raising_in_a_step_waterfall_ends_the_turn(hook: str) -> None:
+    class Broken:
+        pass
+
+    def boom(**kwargs: Any) -> None:
+        raise ValueError("boom")
+
+    setattr(Broken, hook, staticmethod(boom))
+    async with Harness(load_entrypoints=False, plugins=[Broken()]) as h:
+        agent, _ = scripted_agent(h, [text_response("a"), text_response("b")])
+        agent.send("go")
+        await agent.wait_idle()
+        expected = ["user/message", "turn/start", "step/start"]
+        if hook == "dsh_agent_step_result":
+            expected.append("chunks")
+        assert kinds(agent.session.events) == [*expected, "step/end", "error", "turn/end"]
+        error = of_type(agent.session.events, "error")[0].data
+        assert error.code == "PLUGIN_ERROR"
+        assert "'Broken'" in error.message and hook in error.message and "boom" in error.message
+        reason = turn_end_reason(agent)
+        assert isinstance(reason, TurnError) and reason.failure.code == "PLUGIN_ERROR"
+        agent.send("the loop still runs")
+        await agent.wait_idle()
+        assert len(of_type(agent.session.events, "turn/end")) == 2
+
+
+async def test_a_plugin_raising_in_the_continuation_waterfall_ends_the_turn() -> None:
+    class Broken:
+        @hookimpl
+        def dsh_agent_turn_continuation(self) -> None:
+            raise RuntimeError("nope")
+
+    async with Harness(load_entrypoints=False, plugins=[Broken()]) as h:
+        agent, _ = scripted_agent(h, [text_response("a")])
+        agent.send("go")
+        await agent.wait_idle()
+        assert kinds(agent.session.events)[-3:] == ["step/end", "error", "turn/end"]
+        assert of_type(agent.session.events, "error")[0].data.step == 0
+        assert turn_end_reason(agent).failure.code == "PLUGIN_ERROR"
+
+
+async def test_in_band_error_without_retry(harness: Harness) -> None:
+    agent, _ = scripted_agent(harness, [error_response("SERVER", "overloaded", status=503)])
+    agent.send("go")
+    await agent.wait_idle()
+    assert kinds(agent.session.events) == [
+        "user/message", "turn/start", "step/start", "chunks", "step/end", "error", "turn/end",
+    ]
+    error = of_type(agent.session.events, "error")[0].data
+    assert (error.code, error.message) == ("SERVER", "overloaded")
+    reason = turn_end_reason(agent)
+    assert reason == TurnError(LlmFailure("overloaded", "SERVER", status=503))
+    assert of_type(agent.session.events, "assistant/message") == []
+
+
+async def test_in_band_error_with_retry() -> None:
+    attempts: list[tuple[str, int]] = []
+    slept: list[float] = []
+
+    class RetryOnce:
+        @hookimpl
+        def dsh_agent_request_error(self, failure: LlmFailure, attempt: int) -> Retry | None:
+            attempts.append((failure.code, attempt))
+            return Retry(0.25) if attempt == 1 else None
+
+    async def fake_sleep(delay: float) -> None:
+        slept.append(delay)
+
+    async with Harness(load_entrypoints=False, plugins=[RetryOnce()], sleep=fake_sleep) as h:
+        agent, adapter = scripted_agent(
+            h, [error_response("RATE_LIMIT", "slow down"), text_response("ok")]
+        )
+        agent.send("go")
+        await agent.wait_idle()
+        assert kinds(agent.session.events) == [
+            "user/message", "turn/start", "step/start", "chunks", "assistant/message",
+            "step/end", "turn/end",
+        ]
+        assert attempts == [("RATE_LIMIT", 1)]
+        assert slept == [0.25]
+        assert len(adapter.requests) == 2
+        assert turn_end_reason(agent) == TurnCompleted()
+
+
+async def test_raised_adapter_error_is_treated_like_in_band(harness: Harness) -> None:
+    agent, _ = scripted_agent(
+        harness, [raise_error("TRANSPORT", "connection reset", before=[TextDelta(0, "a")])]
+    )
+    agent.send("go")
+    await agent.wait_idle()
+    assert kinds(agent.session.events) == [
+        "user/message", "turn/start", "step/start", "chunks", "step/end", "error", "turn/end",
+    ]
+    assert turn_end_reason(agent).failure.code == "TRANSPORT"
+
+
+async def test_in_band_aborted_finish_ends_the_turn_aborted(harness: Harness) -> None:
+    failure = LlmFailure("cancelled upstream", "ABORTED")
+    agent, _ = scripted_agent(harness, [[Finish(FinishAborted(failure))]])
+    agent.send("go")
+    await agent.wait_idle()
+    assert turn_end_reason(agent) == TurnAborted("cancelled upstream")
+    assert of_type(agent.session.events, "error")[0].data.code == "ABORTED"
+
+
+@pytest.mark.parametrize(
+    "chunks", [text_response(""), [Finish(FinishStop())], []], ids=["empty-text", "bare", "nothing"]
+)
+async def test_empty_completion_is_an_empty_response_failure(
+    harness: Harness, chunks: list[Any]
+) -> None:
+    agent, _ = scripted_agent(harness, [chunks])
+    agent.send("go")
+    await agent.wait_idle()
+    assert turn_end_reason(agent).failure.code == "EMPTY_RESPONSE"
+
+
+async def test_an_unexpected_adapter_exception_becomes_adapter_error(harness: Harness) -> None:
+    def broken(request: LlmRequest) -> Any:
+        return [TextDelta(0, "a"), ToolCallDelta(0, "x", "{}")]  # delta type mismatch on block 0
+
+    agent, _ = scripted_agent(harness, [broken])
+    agent.send("go")
+    await agent.wait_idle()
+    assert turn_end_reason(agent).failure.code == "MALFORMED_RESPONSE"
+
+    class Crashing:
+        async def stream(self, request: LlmRequest) -> Any:
+            yield TextDelta(0, "a")
+            raise KeyError("internal")
+
+    harness.llm.register_adapter(["crash"], Crashing())
+    crash = harness.agent_loop.create("crash", AgentOptions(model="crash"))
+    crash.send("go")
+    await crash.wait_idle()
+    failure = turn_end_reason(crash).failure
+    assert failure.code == "ADAPTER_ERROR" and "KeyError" in failure.message
+
+
+async def test_max_tokens_keeps_text_drops_tool_calls_and_ends_the_turn(harness: Harness) -> None:
+    chunks = [*tool_call_response("c1", "echo", {"text": "x"}, text="partial")[:-1]]
+    agent, _ = scripted_agent(
+        harness, [max_tokens_response("cut"), [*chunks, Finish(FinishMaxTokens())]]
+    )
+    agent.send("go")
+    await agent.wait_idle()
+    assert kinds(agent.session.events) == [
+        "user/message", "turn/start", "step/start", "chunks", "assistant/message",
+        "step/end", "turn/end",
+    ]
+    assert turn_end_reason(agent) == TurnMaxTokens()
+    agent.send("again")
+    await agent.wait_idle()
+    last = of_type(agent.session.events, "assistant/message")[-1].data
+    assert last.content == (Text("partial"),)
+    assert of_type(agent.session.events, "tool/call") == []
+
+
+async def test_no_model_and_unknown_model_fail_the_turn(harness: Harness) -> None:
+    agent = harness.agent_loop.create("nomodel")
+    agent.send("go")
+    await agent.wait_idle()
+    assert turn_end_reason(agent).failure.code == "NO_MODEL"
+    other = harness.agent_loop.create("unknown", AgentOptions(model="nope"))
+    other.send("go")
+    await other.wait_idle()
+    failure = turn_end_reason(other).failure
+    assert failure.code == "NO_ADAPTER" and "'nope'" in failure.message
+
+
+async def test_inject_adds_context_without_a_turn(harness: Harness) -> None:
+    agent, adapter = scripted_agent(harness, [text_response("a")])
+    agent.inject("the time is noon", source=PluginSource("clock"))
+    await asyncio.sleep(0)
+    assert kinds(agent.session.events) == ["context/message"]
+    agent.send("what time is it?")
+    await agent.wait_idle()
+    first = adapter.requests[0].messages[0]
+    assert first.content[0] == Text('<context source="plugin:clock">')
+    assert first.content[1] == Text("the time is noon")
+
+
+async def test_inject_while_running_reaches_the_next_request(harness: Harness) -> None:
+    gate = asyncio.Event()
+    harness.tools.register(echo_tool(gate=gate))
+    agent, adapter = scripted_agent(
+        harness, [tool_call_response("c1", "echo", {"text": "x"}), text_response("ok")]
+    )
+    agent.send("go")
+    await adapter.started.wait()
+    await asyncio.sleep(0)
+    agent.inject("fyi")
+    gate.set()
+    await agent.wait_idle()
+    # Never between a tool call and its result: delivered at the next step boundary.
+    assert kinds(agent.session.events)[5:9] == ["tool/call", "tool/result", "context/message", "step/end"]
+    assert adapter.requests[1].messages[-1].content[1] == Text("fyi")
+
+
+async def test_inject_near_turn_end_is_logged_before_turn_end(harness: Harness) -> None:
+    class InjectAtContinuation:
+        @hookimpl
+        def dsh_agent_turn_continuation(self, agent: Any) -> None:
+            agent.inject("late context")
+
+    harness.plugins.register(InjectAtContinuation())
+    agent, _ = scripted_agent(harness, [text_response("a")])
+    agent.send("go")
+    await agent.wait_idle()
+    assert kinds(agent.session.events)[-2:] == ["context/message", "turn/end"]
+    assert of_type(agent.session.events, "context/message")[0].data == ContextMessage(
+        (Text("late context"),)
+    )
+
+
+async def test_continuation_can_force_continue(harness: Harness) -> None:
+    decisions: list[Continuation] = []
+
+    class GoalLoop:
+        @hookimpl
+        def dsh_agent_turn_continuation(self, decision: Continuation) -> Any:
+            decisions.append(decision)
+            return Stop(Continuation(len(decisions) == 1, "goal not reached"))
+
+    harness.plugins.register(GoalLoop())
+    agent, _ = scripted_agent(harness, [text_response("a"), text_response("b")])
+    agent.send("go")
+    await agent.wait_idle()
+    assert kinds(agent.session.events).count("step/start") == 2
+    assert decisions == [Continuation(False), Continuation(False)]
+
+
+async def test_continuation_can_force_stop(harness: Harness) -> None:
+    class Budget:
+        @hookimpl
+        def dsh_agent_turn_continuation(self, decision: Continuation) -> Any:
+            assert decision == Continuation(True, "tool calls or steering")
+            return Continuation(False, "budget")
+
+    harness.plugins.register(Budget())
+    harness.tools.register(echo_tool())
+    agent, _ = scripted_agent(harness, [tool_call_response("c1", "echo", {"text": "x"})])
+    agent.send("go")
+    await agent.wait_idle()
+    assert kinds(agent.session.events).count("step/start") == 1
+    assert turn_end_reason(agent) == TurnCompleted()
+
+
+async def test_turn_numbers_continue_from_a_seeded_session(harness: Harness) -> None:
+    agent, _ = scripted_agent(harness, [text_response("a")], agent_id="first")
+    agent.send("go")
+    await agent.wait_idle()
+    fork = harness.sessions.fork(agent.session)
+    adapter_model = agent.options.model
+    resumed = harness.agent_loop.create("second", AgentOptions(model=adapter_model), session=fork)
+    harness.llm._adapters[adapter_model][0].script.append(text_response("b"))  # type: ignore[attr-defined]
+    resumed.send("again")
+    await resumed.wait_idle()
+    assert [e.data.turn for e in of_type(fork.events, "turn/start")] == [1, 2]
+    assert fork.parent == agent.session.id
+
+
+async def test_agents_listed_in_config_are_created_at_start() -> None:
+    config = {"agent_loop": {"agents": [{"id": "a", "model": "m", "system_prompt": "be brief"}]}}
+    async with Harness(load_entrypoints=False, config=config) as h:
+        agent = h.agents.get("a")
+        assert agent is not None
+        assert agent.options == AgentOptions(model="m", system_prompt="be brief")
+
+
+async def test_create_twice_fails(harness: Harness) -> None:
+    harness.agent_loop.create("a")
+    with pytest.raises(DshError, match="already exists"):
+        harness.agent_loop.create("a")
+
+
+async def test_flush_failure_is_logged_and_the_loop_goes_on() -> None:
+    class BadStore:
+        @hookimpl
+        async def dsh_session_flush(self) -> None:
+            raise OSError("disk full")
+
+    async with Harness(load_entrypoints=False, plugins=[BadStore()]) as h:
+        agent, _ = scripted_agent(h, [text_response("a"), text_response("b")])
+        agent.send("go")
+        await agent.wait_idle()
+        assert kinds(agent.session.events)[-2:] == ["turn/end", "error"]
+        assert "disk full" in of_type(agent.session.events, "error")[0].data.message
+        agent.send("again")
+        await agent.wait_idle()
+        assert len(of_type(agent.session.events, "turn/end")) == 2
+        h.plugins.pm.unregister(name="BadStore")
+        h.plugins.runtime.invalidate()
+
+
+async def test_messages_queued_during_a_turn_run_as_the_next_turn(harness: Harness) -> None:
+    agent, adapter = scripted_agent(harness, [hang(), text_response("b")])
+    agent.send("first")
+    await adapter.started.wait()
+    agent.send("second")
+    agent.send("third")
+    agent.abort()
+    await agent.wait_idle()
+    users = [e.data.content for e in of_type(agent.session.events, "user/message")]
+    assert users == [(Text("first"),), (Text("second"),), (Text("third"),)]
+    assert len(of_type(agent.session.events, "turn/start")) == 2
+
+
+async def test_wait_idle_does_not_poll(harness: Harness) -> None:
+    agent, adapter = scripted_agent(harness, [hang()])
+    agent.send("go")
+    await adapter.started.wait()
+    waiter = asyncio.ensure_future(agent.wait_idle())
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    agent.abort()
+    await asyncio.wait_for(waiter, 1)
+
+
+async def test_reasoning_is_kept_in_history(harness: Harness) -> None:
+    agent, adapter = scripted_agent(harness, [reasoning_response("hmm", "a"), text_response("b")])
+    agent.send("one")
+    await agent.wait_idle()
+    agent.send("two")
+    await agent.wait_idle()
+    assert adapter.requests[1].messages[1].content[0].text == "hmm"

@@ -21,7 +21,7 @@ ScenarioSpec = str | Mapping[str, Any] | Scenario | Callable[[Mapping[str, Any]]
 
 def long_text(body: Mapping[str, Any], chunks: int = 20_000) -> Scenario:
     """A text answer of exactly ``chunks`` content deltas (for benchmarks)."""
-    text = "".join(f"w{i} " for i in range(chunks))
+    text = " ".join(f"w{i}" for i in range(chunks))
     return reply(model=str(body.get("model", "deepseek-v4-flash")), text=text, name="long-text")
 
 

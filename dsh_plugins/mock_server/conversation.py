@@ -15,6 +15,7 @@ answer, with the same tool-call ids.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -75,12 +76,8 @@ def _reply(
 
 
 def _trailing_tool_results(messages: list[dict[str, Any]]) -> list[str]:
-    results: list[str] = []
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        results.insert(0, str(message.get("content")))
-    return results
+    tail = itertools.takewhile(lambda message: message.get("role") == "tool", reversed(messages))
+    return [str(message.get("content")) for message in reversed(list(tail))]
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:

@@ -1,5 +1,6 @@
 """Real-API tests of the DeepSeek adapter. Skipped without ``DEEPSEEK_API_KEY``; run with
-``pytest -m e2e tests/e2e``. The matrix: both V4 models × thinking off/on × effort high/max."""
+``pytest -m e2e tests/e2e``. The matrix: both V4 models, thinking off and on, effort high and
+max."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ class MockServer:
             body = json.loads(raw)
         except ValueError:
             body = None
-        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        self.requests.append(RecordedRequest(request.path, request.headers.copy(), body))
         self._served += 1
         scenario = (
             self._auth_failure(request.headers.get("Authorization", ""))

@@ -31,7 +31,7 @@ def _fixed(build: Callable[..., Scenario]) -> Callable[..., Scenario]:
 
 
 SCENARIOS: dict[str, Callable[..., Scenario]] = {
-    "scripted": lambda body: scripted(body),
+    "scripted": scripted,
     "long-text": long_text,
     # deepseek-wire.md §4 transcripts and §6 shapes
     "text": _fixed(transcripts.text),

@@ -20,10 +20,11 @@ from dsh.chunks import (
     UsageChunk,
 )
 from dsh.content import Reasoning, Text, ToolCall
+from dsh.errors import LlmError
 from dsh_plugins.llm_deepseek import DeepSeekAdapter
 from dsh_plugins.mock_server import SCENARIOS, MockServer
 
-from .support import HELLO, collect, translate
+from .support import HELLO, collect, collect_into, translate
 
 WEATHER_ID_0 = "call_00_JQSxFX1xOHGH6ajdpN88RMXO"
 WEATHER_ID_1 = "call_01_L8UtYbkfaMFr7hzsToGPWGfI"
@@ -189,3 +190,15 @@ async def test_adapter_streams_the_exact_chunks_over_http(
 ) -> None:
     mock_server.queue(name)
     assert await collect(adapter, HELLO) == VECTORS[name]
+
+
+async def test_a_mid_stream_error_payload_raises_after_the_chunks_before_it(
+    adapter: DeepSeekAdapter, mock_server: MockServer
+) -> None:
+    """§4.6: an OpenAI-style ``{"error": {...}}`` payload in the stream."""
+    mock_server.queue("error-event")
+    received: list[StreamChunk] = []
+    with pytest.raises(LlmError, match="The server had an error") as caught:
+        await collect_into(received, adapter)
+    assert caught.value.failure.code == "SERVER"
+    assert received == [BlockStart(0, "text"), TextDelta(0, "Partial"), TextDelta(0, " answer")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -31,5 +32,5 @@ class AgentRegistry:
     def get(self, agent_id: str) -> LoopAgent | None:
         return self._agents.get(agent_id)
 
-    def list(self) -> list[LoopAgent]:
+    def list(self) -> builtins.list[LoopAgent]:
         return list(self._agents.values())

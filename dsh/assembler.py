@@ -136,8 +136,7 @@ class BlockAssembler:
         """The blocks so far in first-seen order; open blocks are built from their deltas."""
         closed, open_ = self._closed, self._open
         return [
-            closed[index] if index in closed else open_[index].build(index)
-            for index in self._order
+            closed[index] if index in closed else open_[index].build(index) for index in self._order
         ]
 
     def result(self) -> AssembledMessage:

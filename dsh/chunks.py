@@ -65,10 +65,10 @@ class TokenUsage:
 class LlmFailure:
     """Why a model call failed.
 
-    ``code`` is canonical (``RATE_LIMIT``, ``SERVER``, ``TIMEOUT``, ``TRANSPORT``, ``STREAM_CLOSED``,
-    ``MALFORMED_RESPONSE``, ``EMPTY_RESPONSE``, ``CONTEXT_WINDOW_EXCEEDED``, ``AUTH``,
-    ``INSUFFICIENT_BALANCE``, ``INVALID_REQUEST``, ``ABORTED``, ...), so that retry policies and
-    UIs never parse provider messages.
+    ``code`` is canonical (``RATE_LIMIT``, ``SERVER``, ``TIMEOUT``, ``TRANSPORT``,
+    ``STREAM_CLOSED``, ``MALFORMED_RESPONSE``, ``EMPTY_RESPONSE``, ``CONTEXT_WINDOW_EXCEEDED``,
+    ``AUTH``, ``INSUFFICIENT_BALANCE``, ``INVALID_REQUEST``, ``ABORTED``, ...), so that retry
+    policies and UIs never parse provider messages.
     """
 
     message: str

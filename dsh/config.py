@@ -60,7 +60,9 @@ class Config:
     def register(self, section: str, cls: type[Any], owner: str = "dsh") -> None:
         known = self._classes.get(section)
         if known is not None and known[0] is not cls:
-            raise ConfigError([f"config section {section!r} is claimed by {known[1]!r} and {owner!r}"])
+            raise ConfigError(
+                [f"config section {section!r} is claimed by {known[1]!r} and {owner!r}"]
+            )
         self._classes[section] = (cls, owner)
 
     def load(self) -> None:
@@ -87,7 +89,9 @@ class Config:
         if value is None:
             value = self._values[name] = self._classes[name][0]()
         if not isinstance(value, cls):
-            raise ConfigError([f"config section {name!r} holds {type(value).__name__}, not {cls.__name__}"])
+            raise ConfigError(
+                [f"config section {name!r} holds {type(value).__name__}, not {cls.__name__}"]
+            )
         return value
 
     def sections(self) -> list[str]:

@@ -8,7 +8,7 @@ encoded by :class:`EventCodec`, which knows the event types registered in one ha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
@@ -23,8 +23,6 @@ __all__ = ["EventCodec", "converter", "structure", "unstructure"]
 T = TypeVar("T")
 
 converter = cattrs.Converter(omit_if_default=True, forbid_extra_keys=False)
-
-
 
 
 def _tag_union(union: Any) -> None:
@@ -44,7 +42,9 @@ def _tag_union(union: Any) -> None:
         try:
             member_structure = by_tag[data["type"]]
         except (KeyError, TypeError) as exc:
-            raise ValueError(f"expected one of {sorted(by_tag)} tagged by 'type', got {data!r}") from exc
+            raise ValueError(
+                f"expected one of {sorted(by_tag)} tagged by 'type', got {data!r}"
+            ) from exc
         return member_structure(data, None)
 
     converter.register_structure_hook(union, structure_union)
@@ -70,8 +70,13 @@ def unstructure(value: Any) -> Any:
     return converter.unstructure(value)
 
 
-def structure(data: Any, cls: type[T]) -> T:
-    """Rebuild a ``cls`` from what :func:`unstructure` produced."""
+@overload
+def structure(data: Any, cls: type[T]) -> T: ...
+@overload
+def structure(data: Any, cls: Any) -> Any: ...
+def structure(data: Any, cls: Any) -> Any:
+    """Rebuild a ``cls`` (a class or a union such as ``StreamChunk``) from what
+    :func:`unstructure` produced."""
     return converter.structure(data, cls)
 
 

@@ -146,7 +146,11 @@ class Harness:
         if command.name in self.commands:
             raise DshError(f"CLI command {command.name!r} is registered twice")
         self.commands[command.name] = command
-        return lambda: self.commands.pop(command.name, None) and None
+
+        def dispose() -> None:
+            self.commands.pop(command.name, None)
+
+        return dispose
 
     async def close(self) -> None:
         """Dispose every agent, flush every session, announce stop, close the adapters."""

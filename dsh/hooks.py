@@ -243,66 +243,80 @@ class Hooks:
         kwargs = {"agent": agent, "turn": turn, "step": step}
         await self.runtime.notify("dsh_agent_step_end", kwargs)
 
-    async def agent_error(self, agent: LoopAgent, turn: int, step: int, error: BaseException) -> None:
+    async def agent_error(
+        self, agent: LoopAgent, turn: int, step: int, error: BaseException
+    ) -> None:
         kwargs = {"agent": agent, "turn": turn, "step": step, "error": error}
         await self.runtime.notify("dsh_agent_error", kwargs)
 
     # -- the step --------------------------------------------------------------------------
     async def system_prompt_assemble(self, assembly: PromptAssembly) -> PromptAssembly:
         kwargs: dict[str, Any] = {"assembly": assembly}
-        return cast("PromptAssembly", await self.runtime.waterfall(
-            "dsh_system_prompt_assemble", "assembly", kwargs
-        ))
+        return cast(
+            "PromptAssembly",
+            await self.runtime.waterfall("dsh_system_prompt_assemble", "assembly", kwargs),
+        )
 
     async def agent_request(
         self, agent: LoopAgent, turn: int, step: int, request: LlmRequest
     ) -> LlmRequest:
         kwargs = {"agent": agent, "turn": turn, "step": step, "request": request}
-        return cast("LlmRequest", await self.runtime.waterfall(
-            "dsh_agent_request", "request", kwargs
-        ))
+        return cast(
+            "LlmRequest", await self.runtime.waterfall("dsh_agent_request", "request", kwargs)
+        )
 
     async def llm_stream(
         self,
         request: LlmRequest,
         terminal: Callable[[LlmRequest], AsyncIterator[StreamChunk]],
     ) -> AsyncIterator[StreamChunk]:
-        return cast("AsyncIterator[StreamChunk]", await self.runtime.middleware(
-            "dsh_llm_stream", "request", request, terminal
-        ))
+        return cast(
+            "AsyncIterator[StreamChunk]",
+            await self.runtime.middleware("dsh_llm_stream", "request", request, terminal),
+        )
 
-    def agent_stream_chunk(self, agent: LoopAgent, turn: int, step: int, chunk: StreamChunk) -> None:
+    def agent_stream_chunk(
+        self, agent: LoopAgent, turn: int, step: int, chunk: StreamChunk
+    ) -> None:
         kwargs = {"agent": agent, "turn": turn, "step": step, "chunk": chunk}
         self.runtime.notify_sync("dsh_agent_stream_chunk", kwargs)
 
     async def agent_request_error(
         self, agent: LoopAgent, turn: int, step: int, failure: LlmFailure, attempt: int
     ) -> Retry | None:
-        kwargs = {"agent": agent, "turn": turn, "step": step, "failure": failure, "attempt": attempt}
+        kwargs = {
+            "agent": agent,
+            "turn": turn,
+            "step": step,
+            "failure": failure,
+            "attempt": attempt,
+        }
         return cast("Retry | None", await self.runtime.first("dsh_agent_request_error", kwargs))
 
     async def agent_step_result(
         self, agent: LoopAgent, turn: int, step: int, message: Message
     ) -> Message:
         kwargs = {"agent": agent, "turn": turn, "step": step, "message": message}
-        return cast("Message", await self.runtime.waterfall(
-            "dsh_agent_step_result", "message", kwargs
-        ))
+        return cast(
+            "Message", await self.runtime.waterfall("dsh_agent_step_result", "message", kwargs)
+        )
 
     async def tools_execute(
         self, execution: ToolExecution, terminal: Callable[[ToolExecution], Awaitable[ToolOutcome]]
     ) -> ToolOutcome:
-        return cast("ToolOutcome", await self.runtime.middleware(
-            "dsh_tools_execute", "execution", execution, terminal
-        ))
+        return cast(
+            "ToolOutcome",
+            await self.runtime.middleware("dsh_tools_execute", "execution", execution, terminal),
+        )
 
     async def agent_turn_continuation(
         self, agent: LoopAgent, turn: int, decision: Continuation
     ) -> Continuation:
         kwargs = {"agent": agent, "turn": turn, "decision": decision}
-        return cast("Continuation", await self.runtime.waterfall(
-            "dsh_agent_turn_continuation", "decision", kwargs
-        ))
+        return cast(
+            "Continuation",
+            await self.runtime.waterfall("dsh_agent_turn_continuation", "decision", kwargs),
+        )
 
     # -- sessions --------------------------------------------------------------------------
     def session_created(self, session: Session) -> None:

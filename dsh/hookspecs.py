@@ -64,7 +64,9 @@ def dsh_register_event_types(register: Callable[[str, type[Any]], Any], harness:
 
 
 @spec("register")
-def dsh_register_llm_adapters(register: Callable[..., Callable[[], None]], harness: Harness) -> None:
+def dsh_register_llm_adapters(
+    register: Callable[..., Callable[[], None]], harness: Harness
+) -> None:
     """Contribute model adapters: ``register(model_ids, adapter)``.
 
     ``adapter`` has ``stream(request) -> AsyncIterator[StreamChunk]`` and may have ``aclose()``
@@ -79,7 +81,9 @@ def dsh_register_tools(register: Callable[..., Callable[[], None]], harness: Har
 
 
 @spec("register")
-def dsh_register_prompt_sections(register: Callable[..., Callable[[], None]], harness: Harness) -> None:
+def dsh_register_prompt_sections(
+    register: Callable[..., Callable[[], None]], harness: Harness
+) -> None:
     """Contribute system prompt sections: ``register(PromptSection(name, order, text))``."""
 
 

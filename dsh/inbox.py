@@ -26,6 +26,7 @@ class Inbox:
         self._queued: deque[InboxMessage] = deque()
         self._steering: deque[InboxMessage] = deque()
         self._wake = asyncio.Event()
+        self.closed = False
 
     @property
     def has_queued(self) -> bool:
@@ -52,12 +53,13 @@ class Inbox:
         self._steering.clear()
         return drained
 
-    def wake(self) -> None:
-        """Wake a waiter without queueing anything (used when the agent is disposed)."""
+    def close(self) -> None:
+        """Release the waiter for good (the agent is being disposed)."""
+        self.closed = True
         self._wake.set()
 
     async def wait_for_queued(self) -> None:
-        """Return once something is queued (or :meth:`wake` was called)."""
-        if not self._queued:
+        """Return once something is queued or the inbox is closed."""
+        while not (self._queued or self.closed):
             self._wake.clear()
             await self._wake.wait()

@@ -14,7 +14,9 @@ __all__ = ["configure_logging"]
 
 
 def configure_logging(
-    fmt: Literal["console", "json"] = "console", level: str = "warning", stream: TextIO | None = None
+    fmt: Literal["console", "json"] = "console",
+    level: str = "warning",
+    stream: TextIO | None = None,
 ) -> None:
     """Route structlog to ``stream`` (stderr by default) as coloured console lines or JSON."""
     renderer: structlog.typing.Processor = (
@@ -30,7 +32,9 @@ def configure_logging(
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
         logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
         cache_logger_on_first_use=False,
     )

@@ -33,8 +33,8 @@ the running step's task; dispose does the same and ends the loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from attrs import frozen
@@ -44,15 +44,24 @@ from dsh.assembler import AssembledMessage, BlockAssembler
 from dsh.assembly import PromptAssembly, render
 from dsh.chunks import FinishAborted, FinishError, FinishMaxTokens, FinishStop, LlmFailure
 from dsh.config import AgentLoopConfig
-from dsh.content import Block, MessageSource, Reasoning, Text, ToolCall, UserSource
+from dsh.content import (
+    Block,
+    Image,
+    MessageSource,
+    Reasoning,
+    Text,
+    ToolCall,
+    ToolResult,
+    UserSource,
+)
 from dsh.errors import DshError, HookError, LlmError
 from dsh.events import (
     AssistantChunk,
     AssistantMessage,
     ContextMessage,
     ErrorEvent,
-    StepBoundary,
     SteeringMessage,
+    StepBoundary,
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
@@ -82,9 +91,9 @@ def as_blocks(content: str | Block | Sequence[Block]) -> tuple[Block, ...]:
     """What ``send``/``steer``/``inject`` accept, as content blocks."""
     if isinstance(content, str):
         return (Text(content),)
-    if isinstance(content, Sequence):
-        return tuple(content)
-    return (content,)
+    if isinstance(content, Text | Reasoning | ToolCall | ToolResult | Image):
+        return (content,)
+    return tuple(content)
 
 
 class StepFailed(Exception):
@@ -129,7 +138,10 @@ def _plugin_failure(exc: BaseException) -> LlmFailure:
 
 
 class LoopAgent:
-    """One agent: its options, its session, its inbox and the task that drives it."""
+    """One agent: its options, its session, its inbox and the task that drives it.
+
+    Create agents with ``harness.agent_loop.create``; the driver task starts at once.
+    """
 
     def __init__(
         self, harness: Harness, agent_id: str, options: AgentOptions, session: Session
@@ -141,9 +153,7 @@ class LoopAgent:
         self.inbox = Inbox()
         self._harness = harness
         self._hooks = harness.hooks
-        self._turn = max(
-            (e.data.turn for e in session.events if e.type == "turn/start"), default=0
-        )
+        self._turn = max((e.data.turn for e in session.events if e.type == "turn/start"), default=0)
         self._idle = asyncio.Event()
         self._idle.set()
         self._pending_context: list[InboxMessage] = []
@@ -152,25 +162,28 @@ class LoopAgent:
         self._in_turn = False
         self._step_task: asyncio.Task[_StepOutcome] | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self._task: asyncio.Task[None] | None = None
         self._unregister = harness.agents.register(self)
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dsh:{agent_id}")
 
     def __repr__(self) -> str:
         return f"<LoopAgent {self.id!r} {self.status}>"
 
     # -- public API ------------------------------------------------------------------------
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dsh:{self.id}")
-
-    def send(self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()) -> None:
+    def send(
+        self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()
+    ) -> None:
         """Queue a message; it starts a turn when the agent is idle, else the next one."""
         self._queue(InboxMessage(as_blocks(content), source), steering=False)
 
-    def steer(self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()) -> None:
+    def steer(
+        self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()
+    ) -> None:
         """Deliver a message between steps of the running turn (like ``send`` when idle)."""
         self._queue(InboxMessage(as_blocks(content), source), steering=self._in_turn)
 
-    def inject(self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()) -> None:
+    def inject(
+        self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()
+    ) -> None:
         """Add context for the next model request without starting a turn."""
         self._check_alive()
         message = InboxMessage(as_blocks(content), source)
@@ -194,11 +207,10 @@ class LoopAgent:
         """Stop the agent: a running turn ends ``disposed``; the loop exits."""
         if not self._disposing:
             self._disposing = True
-            self.inbox.wake()
+            self.inbox.close()
             if self._step_task is not None:
                 self._step_task.cancel()
-        if self._task is not None:
-            await asyncio.shield(self._task)
+        await asyncio.shield(self._task)
 
     # -- the loop --------------------------------------------------------------------------
     def _check_alive(self) -> None:
@@ -214,8 +226,8 @@ class LoopAgent:
             self._idle.clear()
         self._spawn(self._hooks.agent_queued(self, message, steering))
 
-    def _spawn(self, coro: object) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -229,9 +241,9 @@ class LoopAgent:
         structlog.contextvars.bind_contextvars(agent=self.id, session=self.session.id)
         await self._hooks.agent_created(self)
         try:
-            while not self._disposing:
+            while True:
                 await self.inbox.wait_for_queued()
-                if self._disposing:
+                if self.inbox.closed:
                     break
                 await self._set_status("running")
                 await self._run_turn()
@@ -244,6 +256,7 @@ class LoopAgent:
 
     async def _finish(self) -> None:
         self._disposing = True
+        self.inbox.close()
         self._unregister()
         await asyncio.gather(*self._background)
         await self._set_status("disposed")
@@ -288,7 +301,9 @@ class LoopAgent:
             if outcome.max_tokens:
                 return TurnMaxTokens()
             decision = await self._hooks.agent_turn_continuation(
-                self, turn, Continuation(outcome.proceed, "tool calls or steering" if outcome.proceed else "")
+                self,
+                turn,
+                Continuation(outcome.proceed, "tool calls or steering" if outcome.proceed else ""),
             )
             if not decision.proceed and not self.inbox.has_steering:
                 return TurnCompleted()
@@ -343,7 +358,9 @@ class LoopAgent:
         self._deliver_context()
         steering = self.inbox.drain_steering()
         for message in steering:
-            self.session.append("steering/message", SteeringMessage(turn, message.content, message.source))
+            self.session.append(
+                "steering/message", SteeringMessage(turn, message.content, message.source)
+            )
         return bool(steering)
 
     # -- inside the step task ----------------------------------------------------------------
@@ -383,11 +400,13 @@ class LoopAgent:
         assembly = await self._harness.system_prompt.assemble()
         request = await self._hooks.agent_request(self, turn, step, self._build_request(assembly))
         if not request.model:
-            raise StepFailed(LlmFailure(
-                f"agent {self.id!r} has no model: set AgentOptions(model=...) or pick one of "
-                f"{', '.join(self._harness.llm.models()) or 'no registered models'}",
-                "NO_MODEL",
-            ))
+            raise StepFailed(
+                LlmFailure(
+                    f"agent {self.id!r} has no model: set AgentOptions(model=...) or pick one of "
+                    f"{', '.join(self._harness.llm.models()) or 'no registered models'}",
+                    "NO_MODEL",
+                )
+            )
         return request
 
     def _build_request(self, assembly: PromptAssembly) -> LlmRequest:
@@ -426,13 +445,17 @@ class LoopAgent:
         return assembler.result()
 
     async def _run_tool(self, turn: int, step: int, call: ToolCall) -> None:
-        self.session.append("tool/call", ToolCallEvent(turn, step, call.id, call.name, call.arguments))
+        self.session.append(
+            "tool/call", ToolCallEvent(turn, step, call.id, call.name, call.arguments)
+        )
         execution = ToolExecution(call.id, call.name, call.arguments, self)
         try:
             outcome = await self._harness.tools.execute(execution)
         except asyncio.CancelledError:
             # The call may have had side effects: its result must still pair with its call.
-            reason = "the agent was disposed" if self._disposing else f"aborted: {self._abort_reason}"
+            reason = (
+                "the agent was disposed" if self._disposing else f"aborted: {self._abort_reason}"
+            )
             content = (Text(f"Error: tool call cancelled ({reason})"),)
             self.session.append("tool/result", ToolResultEvent(turn, step, call.id, content, True))
             raise
@@ -455,9 +478,7 @@ class AgentLoop:
             raise DshError(f"an agent with id {agent_id!r} already exists")
         if session is None:
             session = self._harness.sessions.create(f"{agent_id}-session")
-        agent = LoopAgent(self._harness, agent_id, options or AgentOptions(), session)
-        agent.start()
-        return agent
+        return LoopAgent(self._harness, agent_id, options or AgentOptions(), session)
 
     def create_configured(self) -> list[LoopAgent]:
         """Create the agents listed in config section ``agent_loop``."""

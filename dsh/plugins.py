@@ -54,8 +54,12 @@ class _Manager(pluggy.PluginManager):
         opts = super().parse_hookimpl_opts(plugin, name)
         if opts is None and name.startswith("dsh_") and callable(getattr(plugin, name, None)):
             opts = {
-                "wrapper": False, "hookwrapper": False, "optionalhook": False,
-                "tryfirst": False, "trylast": False, "specname": None,
+                "wrapper": False,
+                "hookwrapper": False,
+                "optionalhook": False,
+                "tryfirst": False,
+                "trylast": False,
+                "specname": None,
             }
         return opts
 
@@ -74,7 +78,9 @@ class Plugins:
         for name in self.disabled:
             self.pm.set_blocked(name)
 
-    def register(self, plugin: object, name: str | None = None, info: PluginInfo | None = None) -> str:
+    def register(
+        self, plugin: object, name: str | None = None, info: PluginInfo | None = None
+    ) -> str:
         """Register ``plugin`` (a module, an instance, or a class to instantiate).
 
         Raises :class:`PluginLoadError` if it implements an unknown hook or breaks a call style.
@@ -125,8 +131,12 @@ class Plugins:
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}"
             self.failures.append(LoadFailure(ep.name, info.distribution, message))
-            log.error("plugin failed to load", plugin=ep.name, distribution=info.distribution,
-                      error=message)
+            log.error(
+                "plugin failed to load",
+                plugin=ep.name,
+                distribution=info.distribution,
+                error=message,
+            )
             if self.strict:
                 raise PluginLoadError(
                     f"plugin {ep.name!r} from {info.distribution} failed to load: {message}"

@@ -6,6 +6,7 @@ beside it: anything a model sees must be reconstructable from the session.
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -169,14 +170,16 @@ class SessionStore:
     def get(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 
-    def list(self) -> list[Session]:
+    def list(self) -> builtins.list[Session]:
         return list(self._sessions.values())
 
-    async def load(self, session_id: str) -> list[SessionEvent] | None:
+    async def load(self, session_id: str) -> builtins.list[SessionEvent] | None:
         """The stored events of ``session_id`` from whichever persistence plugin has them."""
         return await self._hooks.session_load(session_id)
 
-    def fork(self, source: Session, upto: int | None = None, session_id: str | None = None) -> Session:
+    def fork(
+        self, source: Session, upto: int | None = None, session_id: str | None = None
+    ) -> Session:
         """A new session seeded with ``source``'s events ``[0, upto)`` (all by default)."""
         events = source.events if upto is None else source.events[:upto]
         return self.create(session_id, events, parent=source.id)

@@ -69,8 +69,11 @@ def install_fake_dists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         tmp_path,
         "fake_dist",
         {"zeta": "fake_good:Plugin", "alpha": "fake_module", "broken": "fake_broken:Nope"},
-        {"fake_good": GOOD, "fake_module": "def dsh_agent_status(status):\n    pass\n",
-         "fake_broken": "raise ImportError('missing dependency xyz')\n"},
+        {
+            "fake_good": GOOD,
+            "fake_module": "def dsh_agent_status(status):\n    pass\n",
+            "fake_broken": "raise ImportError('missing dependency xyz')\n",
+        },
     )
     other = tmp_path / "other"
     other.mkdir()

@@ -68,7 +68,11 @@ class AssemblerMachine(RuleBasedStateMachine):
             self.assembler.push((TextDelta if kind == "text" else ReasoningDelta)(index, ""))
         return index
 
-    @rule(target=open_blocks, call_id=st.text("abc", min_size=1, max_size=3), name=st.sampled_from(["f", "g"]))
+    @rule(
+        target=open_blocks,
+        call_id=st.text("abc", min_size=1, max_size=3),
+        name=st.sampled_from(["f", "g"]),
+    )
     def open_tool_call(self, call_id: str, name: str) -> int:
         index = self._open(ToolCall(call_id, name, ""))
         self.assembler.push(ToolCallDelta(index, call_id, "", name))

@@ -83,7 +83,8 @@ def test_plugin_commands_are_dispatched(
     original = harness_module.Harness.__init__
 
     def with_commands(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, plugins=[Commands()], **kwargs)
+        kwargs["plugins"] = [Commands()]
+        original(self, *args, **kwargs)
 
     monkeypatch.setattr(harness_module.Harness, "__init__", with_commands)
     assert main(["hello", "--name", "dsh"]) == 3

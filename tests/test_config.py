@@ -25,8 +25,9 @@ class LimitsPlugin:
 
 
 async def test_a_plugin_section_is_structured_with_defaults() -> None:
-    async with Harness(load_entrypoints=False, plugins=[LimitsPlugin()],
-                       config={"limits": {"steps": 3}}) as h:
+    async with Harness(
+        load_entrypoints=False, plugins=[LimitsPlugin()], config={"limits": {"steps": 3}}
+    ) as h:
         assert h.config.section("limits", Limits) == Limits(steps=3)
         assert h.config.dump()["limits"] == {"steps": 3, "name": "x"}
         assert h.config.sections() == ["agent_loop", "limits"]

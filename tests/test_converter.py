@@ -28,8 +28,8 @@ from dsh.events import (
     ContextMessage,
     ErrorEvent,
     SessionEvent,
-    StepBoundary,
     SteeringMessage,
+    StepBoundary,
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
@@ -83,7 +83,11 @@ CASES: list[tuple[Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("strategy", "cls"), CASES, ids=[c[1].__name__ if hasattr(c[1], "__name__") else str(i) for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("strategy", "cls"),
+    CASES,
+    ids=[c[1].__name__ if hasattr(c[1], "__name__") else str(i) for i, c in enumerate(CASES)],
+)
 @given(data=st.data())
 def test_round_trip_through_json(strategy: Any, cls: Any, data: st.DataObject) -> None:
     value = data.draw(strategy)
@@ -106,7 +110,10 @@ def test_unions_are_tagged_with_the_seeds_hyphenated_names() -> None:
         "reason": {"type": "error", "failure": {"message": "boom", "code": "SERVER"}},
     }
     assert unstructure(ToolCallDelta(1, "c", "{")) == {
-        "type": "tool-call-delta", "index": 1, "id": "c", "arguments_delta": "{",
+        "type": "tool-call-delta",
+        "index": 1,
+        "id": "c",
+        "arguments_delta": "{",
     }
     assert unstructure(PluginSource("x")) == {"type": "plugin", "name": "x"}
     assert unstructure(TurnMaxTokens()) == {"type": "max-tokens"}
@@ -114,7 +121,10 @@ def test_unions_are_tagged_with_the_seeds_hyphenated_names() -> None:
 
 def test_unset_optionals_are_omitted_never_null() -> None:
     raw = unstructure(LlmRequest("m", (Message("user", (Text("hi"),)),)))
-    assert raw == {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    assert raw == {
+        "model": "m",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
     assert "null" not in json.dumps(unstructure(BlockEnd(0, Text("x"))))
 
 

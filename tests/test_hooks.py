@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pluggy
 import pytest
@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from dsh import Harness, HookError, PluginLoadError, Stop, hookimpl
 from dsh.agent import Continuation
 from dsh.chunks import StreamChunk, TextDelta
+from dsh.content import text_of
 from dsh.hooks import HOOK_STYLES, HookRuntime
 from dsh.plugins import Plugins
 from dsh.request import LlmRequest
@@ -98,8 +99,11 @@ async def test_waterfall_exception_names_plugin_and_hook() -> None:
         def dsh_agent_turn_continuation(self) -> None:
             raise ValueError("bad")
 
-    with pytest.raises(HookError, match=r"plugin 'p0' failed in dsh_agent_turn_continuation: "
-                                        r"ValueError: bad") as info:
+    with pytest.raises(
+        HookError,
+        match=r"plugin 'p0' failed in dsh_agent_turn_continuation: "
+        r"ValueError: bad",
+    ) as info:
         await waterfall(runtime(Broken()), Continuation(True))
     assert info.value.plugin == "p0" and isinstance(info.value.error, ValueError)
 
@@ -181,7 +185,7 @@ async def test_middleware_can_wrap_and_change_the_input() -> None:
             return ToolOutcome(outcome.content, True, "WRAPPED")
 
     outcome = await middleware(runtime(Rename()), execution())
-    assert outcome.code == "WRAPPED" and outcome.content[0].text == "Error: renamed"
+    assert outcome.code == "WRAPPED" and text_of(outcome.content) == "Error: renamed"
     assert log == ["before", "after"]
 
 
@@ -240,7 +244,9 @@ async def test_notify_contains_failures_and_calls_everyone() -> None:
             seen.append(status)
 
     with capture_logs() as logs:
-        await runtime(Watch(), Broken()).notify("dsh_agent_status", {"agent": None, "status": "idle"})
+        await runtime(Watch(), Broken()).notify(
+            "dsh_agent_status", {"agent": None, "status": "idle"}
+        )
     assert seen == ["idle"]
     assert logs[0]["hook"] == "dsh_agent_status" and logs[0]["plugin"] == "p1"
 
@@ -321,7 +327,7 @@ async def test_parallel_runs_concurrently_and_raises_failures_together() -> None
     rt = runtime(Broken("a"), Fine(), Broken("b"))
     with pytest.raises(ExceptionGroup) as info:
         await rt.parallel("dsh_session_flush", {"session": None})
-    assert sorted(str(e.error) for e in info.value.exceptions) == ["a", "b"]
+    assert sorted(str(cast(HookError, e).error) for e in info.value.exceptions) == ["a", "b"]
     assert settled == ["fine"]
     await runtime().parallel("dsh_session_flush", {"session": None})
 
@@ -356,7 +362,9 @@ def test_pluggy_wrappers_are_rejected() -> None:
         def dsh_agent_request(self) -> Any:
             return (yield)
 
-    with pytest.raises(PluginLoadError, match="pluggy wrapper, but dsh_agent_request is a waterfall"):
+    with pytest.raises(
+        PluginLoadError, match="pluggy wrapper, but dsh_agent_request is a waterfall"
+    ):
         plugins(Wrapper())
 
     class RegisterWrapper:
@@ -420,8 +428,15 @@ def test_every_hook_has_a_style_and_a_docstring() -> None:
     for name, style in HOOK_STYLES.items():
         doc = getattr(hookspecs, name).__doc__
         assert doc and doc.strip(), name
-        assert style in {"register", "notify", "notify-sync", "waterfall", "middleware",
-                         "first", "parallel"}
+        assert style in {
+            "register",
+            "notify",
+            "notify-sync",
+            "waterfall",
+            "middleware",
+            "first",
+            "parallel",
+        }
 
 
 async def test_two_harnesses_run_side_by_side_with_different_plugins() -> None:
@@ -433,9 +448,10 @@ async def test_two_harnesses_run_side_by_side_with_different_plugins() -> None:
         def dsh_system_prompt_assemble(self, assembly: Any) -> Any:
             return None
 
-    async with Harness(load_entrypoints=False, plugins=[Mark("a")]) as one, Harness(
-        load_entrypoints=False
-    ) as two:
+    async with (
+        Harness(load_entrypoints=False, plugins=[Mark("a")]) as one,
+        Harness(load_entrypoints=False) as two,
+    ):
         assert len(one.plugins.runtime.impls("dsh_system_prompt_assemble")) == 1
         assert two.plugins.runtime.impls("dsh_system_prompt_assemble") == []
         assert one.plugins.pm is not two.plugins.pm

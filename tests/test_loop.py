@@ -17,7 +17,7 @@ from dsh.chunks import (
     TextDelta,
     ToolCallDelta,
 )
-from dsh.content import Message, PluginSource, Text, ToolCall, ToolResult
+from dsh.content import Message, PluginSource, Reasoning, Text, ToolCall, ToolResult
 from dsh.events import (
     ContextMessage,
     TurnAborted,
@@ -57,8 +57,13 @@ async def test_plain_reply(harness: Harness) -> None:
     agent.send("hello")
     await agent.wait_idle()
     assert kinds(agent.session.events) == [
-        "user/message", "turn/start", "step/start", "chunks", "assistant/message",
-        "step/end", "turn/end",
+        "user/message",
+        "turn/start",
+        "step/start",
+        "chunks",
+        "assistant/message",
+        "step/end",
+        "turn/end",
     ]
     assert len(of_type(agent.session.events, "assistant/chunk")) == len(text_response("hi!"))
     assert turn_end_reason(agent) == TurnCompleted()
@@ -73,14 +78,24 @@ async def test_plain_reply(harness: Harness) -> None:
 async def test_two_step_tool_turn(harness: Harness) -> None:
     harness.tools.register(echo_tool())
     agent, adapter = scripted_agent(
-        harness, [tool_call_response("c1", "echo", {"text": "x"}, text="calling"), text_response("ok")]
+        harness,
+        [tool_call_response("c1", "echo", {"text": "x"}, text="calling"), text_response("ok")],
     )
     agent.send("go")
     await agent.wait_idle()
     assert kinds(agent.session.events) == [
-        "user/message", "turn/start",
-        "step/start", "chunks", "assistant/message", "tool/call", "tool/result", "step/end",
-        "step/start", "chunks", "assistant/message", "step/end",
+        "user/message",
+        "turn/start",
+        "step/start",
+        "chunks",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "step/end",
+        "step/start",
+        "chunks",
+        "assistant/message",
+        "step/end",
         "turn/end",
     ]
     result = of_type(agent.session.events, "tool/result")[0].data
@@ -106,10 +121,19 @@ async def test_steering_mid_turn_is_delivered_between_steps(harness: Harness) ->
     gate.set()
     await agent.wait_idle()
     assert kinds(agent.session.events) == [
-        "user/message", "turn/start",
-        "step/start", "chunks", "assistant/message", "tool/call", "tool/result",
-        "steering/message", "step/end",
-        "step/start", "chunks", "assistant/message", "step/end",
+        "user/message",
+        "turn/start",
+        "step/start",
+        "chunks",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "steering/message",
+        "step/end",
+        "step/start",
+        "chunks",
+        "assistant/message",
+        "step/end",
         "turn/end",
     ]
     assert adapter.requests[1].messages[-1] == Message("user", (Text("also this"),))
@@ -124,14 +148,15 @@ async def test_steering_forces_another_step_without_tool_calls(harness: Harness)
         await release.wait()
         return text_response("first")
 
-    agent, adapter = scripted_agent(harness, [slow_then_text, text_response("second")])
+    agent, _ = scripted_agent(harness, [slow_then_text, text_response("second")])
     agent.send("go")
     await started.wait()
     agent.steer("wait, one more thing")
     release.set()
     await agent.wait_idle()
     assert [e.data.content for e in of_type(agent.session.events, "assistant/message")] == [
-        (Text("first"),), (Text("second"),)
+        (Text("first"),),
+        (Text("second"),),
     ]
     assert len(of_type(agent.session.events, "turn/start")) == 1
 
@@ -163,7 +188,7 @@ async def test_steering_left_after_turn_end_is_requeued(harness: Harness) -> Non
                 agent.inbox.steer(agent.inbox.drain_queued() or _steer_message("late"))
 
     harness.plugins.register(SteerAfterTurn())
-    agent, adapter = scripted_agent(harness, [text_response("a"), text_response("b")])
+    agent, _ = scripted_agent(harness, [text_response("a"), text_response("b")])
     agent.send("go")
     await agent.wait_idle()
     assert len(of_type(agent.session.events, "turn/start")) == 2
@@ -193,7 +218,12 @@ async def test_abort_mid_stream(harness: Harness) -> None:
     agent.abort("user pressed ctrl-c")
     await agent.wait_idle()
     assert kinds(agent.session.events) == [
-        "user/message", "turn/start", "step/start", "chunks", "step/end", "turn/end",
+        "user/message",
+        "turn/start",
+        "step/start",
+        "chunks",
+        "step/end",
+        "turn/end",
     ]
     assert turn_end_reason(agent) == TurnAborted("user pressed ctrl-c")
     assert of_type(agent.session.events, "assistant/chunk")[0].data.chunk == TextDelta(0, "par")
@@ -257,7 +287,11 @@ async def test_abort_as_the_step_starts_cancels_it_at_once(harness: Harness) -> 
     await agent.wait_idle()
     assert adapter.requests == []
     assert kinds(agent.session.events) == [
-        "user/message", "turn/start", "step/start", "step/end", "turn/end",
+        "user/message",
+        "turn/start",
+        "step/start",
+        "step/end",
+        "turn/end",
     ]
 
 
@@ -275,7 +309,11 @@ async def test_dispose_mid_turn() -> None:
         await adapter.started.wait()
         await agent.dispose()
         assert kinds(agent.session.events) == [
-            "user/message", "turn/start", "step/start", "step/end", "turn/end",
+            "user/message",
+            "turn/start",
+            "step/start",
+            "step/end",
+            "turn/end",
         ]
         assert turn_end_reason(agent) == TurnDisposed()
         assert agent.status == "disposed"
@@ -360,7 +398,13 @@ async def test_in_band_error_without_retry(harness: Harness) -> None:
     agent.send("go")
     await agent.wait_idle()
     assert kinds(agent.session.events) == [
-        "user/message", "turn/start", "step/start", "chunks", "step/end", "error", "turn/end",
+        "user/message",
+        "turn/start",
+        "step/start",
+        "chunks",
+        "step/end",
+        "error",
+        "turn/end",
     ]
     error = of_type(agent.session.events, "error")[0].data
     assert (error.code, error.message) == ("SERVER", "overloaded")
@@ -389,8 +433,13 @@ async def test_in_band_error_with_retry() -> None:
         agent.send("go")
         await agent.wait_idle()
         assert kinds(agent.session.events) == [
-            "user/message", "turn/start", "step/start", "chunks", "assistant/message",
-            "step/end", "turn/end",
+            "user/message",
+            "turn/start",
+            "step/start",
+            "chunks",
+            "assistant/message",
+            "step/end",
+            "turn/end",
         ]
         assert attempts == [("RATE_LIMIT", 1)]
         assert slept == [0.25]
@@ -405,7 +454,13 @@ async def test_raised_adapter_error_is_treated_like_in_band(harness: Harness) ->
     agent.send("go")
     await agent.wait_idle()
     assert kinds(agent.session.events) == [
-        "user/message", "turn/start", "step/start", "chunks", "step/end", "error", "turn/end",
+        "user/message",
+        "turn/start",
+        "step/start",
+        "chunks",
+        "step/end",
+        "error",
+        "turn/end",
     ]
     assert turn_end_reason(agent).failure.code == "TRANSPORT"
 
@@ -461,8 +516,13 @@ async def test_max_tokens_keeps_text_drops_tool_calls_and_ends_the_turn(harness:
     agent.send("go")
     await agent.wait_idle()
     assert kinds(agent.session.events) == [
-        "user/message", "turn/start", "step/start", "chunks", "assistant/message",
-        "step/end", "turn/end",
+        "user/message",
+        "turn/start",
+        "step/start",
+        "chunks",
+        "assistant/message",
+        "step/end",
+        "turn/end",
     ]
     assert turn_end_reason(agent) == TurnMaxTokens()
     agent.send("again")
@@ -509,7 +569,12 @@ async def test_inject_while_running_reaches_the_next_request(harness: Harness) -
     gate.set()
     await agent.wait_idle()
     # Never between a tool call and its result: delivered at the next step boundary.
-    assert kinds(agent.session.events)[5:9] == ["tool/call", "tool/result", "context/message", "step/end"]
+    assert kinds(agent.session.events)[5:9] == [
+        "tool/call",
+        "tool/result",
+        "context/message",
+        "step/end",
+    ]
     assert adapter.requests[1].messages[-1].content[1] == Text("fyi")
 
 
@@ -639,4 +704,73 @@ async def test_reasoning_is_kept_in_history(harness: Harness) -> None:
     await agent.wait_idle()
     agent.send("two")
     await agent.wait_idle()
-    assert adapter.requests[1].messages[1].content[0].text == "hmm"
+    assert adapter.requests[1].messages[1].content[0] == Reasoning("hmm")
+
+
+async def test_content_may_be_text_a_block_or_blocks(harness: Harness) -> None:
+    agent, _ = scripted_agent(harness, [text_response("a"), text_response("b")])
+    agent.send(Text("one"))
+    await agent.wait_idle()
+    agent.send([Text("two"), Text("three")])
+    await agent.wait_idle()
+    users = [e.data.content for e in of_type(agent.session.events, "user/message")]
+    assert users == [(Text("one"),), (Text("two"), Text("three"))]
+
+
+async def test_a_bug_inside_the_step_is_an_internal_error(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, _ = scripted_agent(harness, [text_response("a")])
+
+    def broken() -> Any:
+        raise ZeroDivisionError("oops")
+
+    monkeypatch.setattr(agent.session, "derive_messages", broken)
+    agent.send("go")
+    await agent.wait_idle()
+    failure = turn_end_reason(agent).failure
+    assert (failure.code, failure.message) == ("INTERNAL_ERROR", "ZeroDivisionError: oops")
+
+
+async def test_cancelling_the_driver_task_itself_stops_the_agent(harness: Harness) -> None:
+    agent, adapter = scripted_agent(harness, [hang()])
+    agent.send("go")
+    await adapter.started.wait()
+    agent._task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await agent._task
+    assert agent.status == "disposed"
+    assert harness.agents.get("main") is None
+
+
+async def test_streams_without_aclose_are_consumed(harness: Harness) -> None:
+    class Plain:
+        def __init__(self, chunks: list[Any]) -> None:
+            self.chunks = iter(chunks)
+
+        def __aiter__(self) -> Plain:
+            return self
+
+        async def __anext__(self) -> Any:
+            try:
+                return next(self.chunks)
+            except StopIteration:
+                raise StopAsyncIteration from None
+
+    class PlainStreams:
+        @hookimpl
+        def dsh_llm_stream(self, request: LlmRequest) -> Any:
+            return Plain(text_response("plain"))
+
+    harness.plugins.register(PlainStreams())
+    agent = harness.agent_loop.create("p", AgentOptions(model="anything"))
+    agent.send("go")
+    await agent.wait_idle()
+    assert turn_end_reason(agent) == TurnCompleted()
+
+
+async def test_an_exhausted_script_fails_the_turn_clearly(harness: Harness) -> None:
+    agent, _ = scripted_agent(harness, [])
+    agent.send("go")
+    await agent.wait_idle()
+    assert "script exhausted after 0 calls" in turn_end_reason(agent).failure.message

@@ -11,13 +11,13 @@ import pytest
 from dsh import DshError, Harness, LlmError, PromptSection, Stop, Tool, ToolOutcome, hookimpl
 from dsh.assembly import PromptAssembly, render
 from dsh.chunks import StreamChunk, TextDelta
-from dsh.content import AgentSource, Image, Message, PluginSource, Text, ToolResult
+from dsh.content import AgentSource, Image, Message, PluginSource, Text, ToolResult, text_of
 from dsh.events import (
     AssistantMessage,
     ContextMessage,
     SessionEvent,
-    StepBoundary,
     SteeringMessage,
+    StepBoundary,
     ToolResultEvent,
     UserMessage,
 )
@@ -43,16 +43,19 @@ async def test_adapters_by_model_id(harness: Harness) -> None:
 
 async def test_duplicate_model_ids_fail_naming_both_owners(harness: Harness) -> None:
     harness.llm.register_adapter(["m"], ScriptedAdapter([]), owner="first")
-    with pytest.raises(LlmError, match="DUPLICATE_ADAPTER: model 'm' is registered twice: by "
-                                       "'first' and by 'second'"):
+    with pytest.raises(
+        LlmError,
+        match="DUPLICATE_ADAPTER: model 'm' is registered twice: by 'first' and by 'second'",
+    ):
         harness.llm.register_adapter(["x", "m"], ScriptedAdapter([]), owner="second")
     assert harness.llm.models() == ["m"]  # all or nothing
 
 
 async def test_unknown_model_lists_the_known_ones(harness: Harness) -> None:
     harness.llm.register_adapter(["a", "b"], ScriptedAdapter([]))
-    with pytest.raises(LlmError, match="NO_ADAPTER: no adapter serves model 'z'; registered "
-                                       "models: a, b") as info:
+    with pytest.raises(
+        LlmError, match="NO_ADAPTER: no adapter serves model 'z'; registered models: a, b"
+    ) as info:
         await harness.llm.stream(LlmRequest("z", ()))
     assert info.value.failure.code == "NO_ADAPTER"
     harness.llm.register_adapter(["c"], ScriptedAdapter([]))
@@ -109,7 +112,9 @@ async def test_tool_runs_with_parsed_arguments(harness: Harness) -> None:
         return [Text(str(args["a"] + args["b"])), Image("data:,x")]
 
     harness.tools.register(make_tool("add", add))
-    assert await run(harness, "add", '{"a": 1, "b": 2}') == ToolOutcome((Text("3"), Image("data:,x")))
+    assert await run(harness, "add", '{"a": 1, "b": 2}') == ToolOutcome(
+        (Text("3"), Image("data:,x"))
+    )
     assert [s.name for s in harness.tools.schemas()] == ["add"]
 
     async def no_args(args: Any, execution: ToolExecution) -> str:
@@ -133,15 +138,15 @@ async def test_tool_failures_become_error_results(harness: Harness) -> None:
     assert (unknown.code, unknown.is_error) == ("UNKNOWN_TOOL", True)
     assert unknown.content == (Text('Error: unknown tool "nope"; available tools: boom, slow'),)
     invalid = await run(harness, "boom", "{not json")
-    assert invalid.code == "INVALID_ARGS" and "not valid JSON" in invalid.content[0].text
+    assert invalid.code == "INVALID_ARGS" and "not valid JSON" in text_of(invalid.content)
     raised = await run(harness, "boom")
     assert raised.code == "TOOL_ERROR" and raised.content == (Text("Error: ValueError: kaput"),)
     timed_out = await run(harness, "slow")
-    assert timed_out.code == "TOOL_TIMEOUT" and "0.01 s" in timed_out.content[0].text
+    assert timed_out.code == "TOOL_TIMEOUT" and "0.01 s" in text_of(timed_out.content)
 
 
 async def test_unknown_tool_with_no_tools_says_none(harness: Harness) -> None:
-    assert "available tools: none" in (await run(harness, "x")).content[0].text
+    assert "available tools: none" in text_of((await run(harness, "x")).content)
 
 
 async def test_a_raising_tools_middleware_is_an_error_result_not_an_exception() -> None:
@@ -152,7 +157,7 @@ async def test_a_raising_tools_middleware_is_an_error_result_not_an_exception() 
 
     async with Harness(load_entrypoints=False, plugins=[Broken()]) as h:
         outcome = await run(h, "anything")
-        assert outcome.code == "TOOL_ERROR" and "sandbox broke" in outcome.content[0].text
+        assert outcome.code == "TOOL_ERROR" and "sandbox broke" in text_of(outcome.content)
 
 
 async def test_tool_registration(harness: Harness) -> None:
@@ -183,10 +188,10 @@ async def test_tools_registered_by_plugins_name_the_plugin_on_conflict() -> None
         def dsh_register_tools(self, register: Any) -> None:
             register(make_tool("shared", fn))
 
+    h = Harness(load_entrypoints=False)
+    h.plugins.register(Provider(), name="one")
+    h.plugins.register(Provider(), name="two")
     with pytest.raises(DshError, match="by 'two' and by 'one'"):
-        h = Harness(load_entrypoints=False)
-        h.plugins.register(Provider(), name="one")
-        h.plugins.register(Provider(), name="two")
         h.load()
 
 
@@ -198,7 +203,10 @@ def test_session_derives_model_history_from_the_log() -> None:
     s.append("user/message", UserMessage((Text("q"),)))
     s.append("step/start", StepBoundary(1, 1))
     s.append("assistant/message", AssistantMessage(1, 1, (Text("a"),)))
-    assert s.derive_messages() == (Message("user", (Text("q"),)), Message("assistant", (Text("a"),)))
+    assert s.derive_messages() == (
+        Message("user", (Text("q"),)),
+        Message("assistant", (Text("a"),)),
+    )
     s.append("tool/result", ToolResultEvent(1, 1, "c", (Text("r"),), True))
     s.append("steering/message", SteeringMessage(1, (Text("steer"),)))
     s.append("context/message", ContextMessage((Text("ctx"),), AgentSource("boss")))
@@ -254,7 +262,9 @@ async def test_store_creates_gets_lists_and_forks(harness: Harness) -> None:
 
 async def test_prompt_sections_are_ordered_and_rendered(harness: Harness) -> None:
     harness.system_prompt.section(PromptSection("persona", "You are terse.", order=0))
-    dispose = harness.system_prompt.section(PromptSection("identity", lambda: "I am dsh.", order=-100))
+    dispose = harness.system_prompt.section(
+        PromptSection("identity", lambda: "I am dsh.", order=-100)
+    )
     harness.system_prompt.section(PromptSection("empty", "", order=5))
     assembly = await harness.system_prompt.assemble()
     assert render(assembly) == "I am dsh.\n\nYou are terse."

@@ -4,8 +4,9 @@
 Entries: ``text_response``, ``reasoning_response``, ``tool_call_response``,
 ``max_tokens_response``, ``error_response`` (in-band ``finish{error}``), ``raise_error`` (the
 adapter raises), ``hang()`` (waits until cancelled), a list of chunks, or a callable taking the
-request and returning (or awaiting to) any of these. Hypothesis strategies live in :mod:`dsh.testing.strategies`,
-the pytest fixtures in :mod:`dsh.testing.pytest_plugin` (loaded automatically by pytest).
+request and returning (or awaiting to) any of these. Hypothesis strategies live in
+:mod:`dsh.testing.strategies`, the pytest fixtures in :mod:`dsh.testing.pytest_plugin`
+(loaded automatically by pytest).
 """
 
 from __future__ import annotations
@@ -68,9 +69,7 @@ class Hang:
     before: tuple[StreamChunk, ...] = ()
 
 
-ScriptEntry = (
-    Sequence[StreamChunk] | RaiseError | Hang | Callable[[LlmRequest], Any]
-)
+ScriptEntry = Sequence[StreamChunk] | RaiseError | Hang | Callable[[LlmRequest], Any]
 
 
 def _text_chunks(index: int, text: str) -> list[StreamChunk]:
@@ -156,7 +155,9 @@ class ScriptedAdapter:
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
         self.requests.append(request)
         if not self.script:
-            raise DshError(f"ScriptedAdapter: script exhausted after {len(self.requests) - 1} calls")
+            raise DshError(
+                f"ScriptedAdapter: script exhausted after {len(self.requests) - 1} calls"
+            )
         entry: Any = self.script.pop(0)
         if callable(entry):
             entry = entry(request)

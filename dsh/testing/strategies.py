@@ -8,6 +8,7 @@ through their own consumers; the assembler is tested with them.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -97,7 +98,9 @@ blocks: st.SearchStrategy[Block] = st.one_of(
     st.builds(Image, texts, st.none() | texts),
 )
 messages = st.builds(
-    Message, st.sampled_from(["system", "user", "assistant"]), st.lists(blocks, max_size=4).map(tuple)
+    Message,
+    st.sampled_from(["system", "user", "assistant"]),
+    st.lists(blocks, max_size=4).map(tuple),
 )
 tool_schemas = st.builds(
     ToolSchema,
@@ -143,7 +146,7 @@ def _pieces(draw: Any, text: str) -> list[str]:
     """``text`` split at random points (possibly with empty pieces)."""
     cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=4)))
     bounds = [0, *cuts, len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _delta(index: int, block: Block, piece: str, first: bool) -> StreamChunk:
@@ -164,7 +167,7 @@ def _block_events(draw: Any, index: int, block: Block) -> list[StreamChunk]:
     if draw(st.booleans()):
         events.append(BlockStart(index, kind))  # type: ignore[arg-type]
     events += [_delta(index, block, p, i == 0) for i, p in enumerate(_pieces(draw, body))]
-    ended = draw(st.booleans()) or isinstance(block, ToolCall) and not block.name
+    ended = draw(st.booleans()) or (isinstance(block, ToolCall) and not block.name)
     if ended:
         events.append(BlockEnd(index, block))
         if draw(st.booleans()):

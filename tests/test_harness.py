@@ -1,0 +1,73 @@
+"""The Harness lifetime, and the pytest fixtures dsh.testing ships."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from dsh import Command, DshError, Harness, hookimpl
+from dsh.chunks import TokenUsage
+from dsh.content import Image, Text, text_of
+
+
+async def test_lifetime_hooks_and_idempotent_load_and_close() -> None:
+    seen: list[str] = []
+
+    class Life:
+        @hookimpl
+        def dsh_harness_start(self, harness: Harness) -> None:
+            seen.append("start")
+
+        @hookimpl
+        async def dsh_harness_stop(self, harness: Harness) -> None:
+            seen.append("stop")
+
+    h = Harness(load_entrypoints=False, plugins=[Life])
+    await h.close()  # not started: nothing to do
+    h.load()
+    h.load()
+    await h.start()
+    with pytest.raises(DshError, match="already started"):
+        await h.start()
+    await h.close()
+    await h.close()
+    assert seen == ["start", "stop"]
+
+
+def test_commands_are_unique() -> None:
+    class Cmds:
+        @hookimpl
+        def dsh_register_commands(self, register: Any) -> None:
+            dispose = register(Command("x", "x", lambda args: 0))
+            dispose()
+            register(Command("x", "x", lambda args: 0))
+            register(Command("x", "again", lambda args: 0))
+
+    with pytest.raises(DshError, match="'x' is registered twice"):
+        Harness(load_entrypoints=False, plugins=[Cmds()]).load()
+
+
+def test_value_helpers() -> None:
+    total = TokenUsage(1, 2, 3, 4, 5) + TokenUsage(10, 20, 30, 40, 50)
+    assert total == TokenUsage(11, 22, 33, 44, 55)
+    assert text_of((Text("a"), Image("u"), Text("b"))) == "ab"
+
+
+async def test_dsh_harness_fixture(dsh_harness: Harness) -> None:
+    assert dsh_harness.started and dsh_harness.plugins.names() == []
+
+
+async def test_dsh_harness_factory(
+    dsh_harness_factory: Callable[..., Awaitable[Harness]],
+) -> None:
+    h = await dsh_harness_factory(config={"agent_loop": {"agents": [{"id": "a"}]}})
+    assert h.agents.get("a") is not None
+
+
+async def test_agent_registry_disposer_is_idempotent(harness: Harness) -> None:
+    agent = harness.agent_loop.create("a")
+    await agent.dispose()
+    assert harness.agents.get("a") is None
+    agent._unregister()

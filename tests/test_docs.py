@@ -1,0 +1,107 @@
+"""Documentation stays true: the hook reference matches hookspecs, every hook fires."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from dsh import AgentOptions, Command, Harness, PromptSection, Retry, Tool
+from dsh.hookdoc import render_hook_reference
+from dsh.hooks import HOOK_STYLES
+from dsh.request import ToolSchema
+from dsh.testing import ScriptedAdapter, error_response, text_response, tool_call_response
+
+DOCS = Path(__file__).parent.parent / "docs"
+
+
+def test_hook_reference_is_generated_from_hookspecs() -> None:
+    committed = (DOCS / "hooks.md").read_text()
+    assert committed == render_hook_reference(), "run: python -m dsh.hookdoc > docs/hooks.md"
+    for name in HOOK_STYLES:
+        assert f"## {name}\n" in committed
+
+
+class Recorder:
+    """Implements every hook and records which fired."""
+
+    def __init__(self) -> None:
+        self.fired: set[str] = set()
+        for name in HOOK_STYLES:
+            if not hasattr(type(self), name):
+                setattr(self, name, self._observer(name))
+
+    def _observer(self, name: str) -> Any:
+        def observe() -> None:
+            self.fired.add(name)
+
+        return observe
+
+    def dsh_register_config(self, register: Any) -> None:
+        self.fired.add("dsh_register_config")
+
+    def dsh_register_event_types(self, register: Any) -> None:
+        self.fired.add("dsh_register_event_types")
+
+    def dsh_register_llm_adapters(self, register: Any) -> None:
+        self.fired.add("dsh_register_llm_adapters")
+        self.adapter = ScriptedAdapter(
+            [
+                error_response("RATE_LIMIT", "slow down"),
+                tool_call_response("c1", "echo", {"x": 1}),
+                text_response("done"),
+                error_response("SERVER", "down"),
+                error_response("SERVER", "still down"),  # second attempt: the turn fails
+            ]
+        )
+        register(["recorded"], self.adapter)
+
+    def dsh_register_tools(self, register: Any) -> None:
+        self.fired.add("dsh_register_tools")
+
+        async def echo(args: Any, execution: Any) -> str:
+            return "ok"
+
+        register(Tool(ToolSchema("echo", "echo"), echo))
+
+    def dsh_register_prompt_sections(self, register: Any) -> None:
+        self.fired.add("dsh_register_prompt_sections")
+        register(PromptSection("recorded", "hello"))
+
+    def dsh_register_commands(self, register: Any) -> None:
+        self.fired.add("dsh_register_commands")
+        register(Command("recorded", "a command", lambda args: 0))
+
+    def dsh_agent_request_error(self, attempt: int) -> Retry | None:
+        self.fired.add("dsh_agent_request_error")
+        return Retry(0) if attempt == 1 else None
+
+    async def dsh_llm_stream(self, request: Any, call_next: Any) -> Any:
+        self.fired.add("dsh_llm_stream")
+        return await call_next(request)
+
+    async def dsh_tools_execute(self, execution: Any, call_next: Any) -> Any:
+        self.fired.add("dsh_tools_execute")
+        return await call_next(execution)
+
+
+async def test_every_hook_fires_in_an_ordinary_session() -> None:
+    recorder = Recorder()
+    async with Harness(load_entrypoints=False, plugins=[recorder]) as h:
+        agent = h.agent_loop.create("a", AgentOptions(model="recorded"))
+        agent.send("go")
+        await agent.wait_idle()
+        agent.send("again")
+        await agent.wait_idle()
+        await h.sessions.load("missing")
+    assert recorder.fired == set(HOOK_STYLES)
+
+
+def test_import_dsh_loads_no_plugin_and_no_http_client() -> None:
+    code = (
+        "import sys, dsh; "
+        "print(sorted(m for m in sys.modules if m.startswith(('dsh_plugins', 'aiohttp', 'dsh.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

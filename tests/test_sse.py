@@ -32,6 +32,11 @@ def test_crlf_split_between_two_reads_is_one_line_end() -> None:
     ]
 
 
+def test_a_cr_ending_a_read_is_a_whole_line_end_when_no_lf_follows() -> None:
+    parser = SseParser()
+    assert feed_all(parser, b"data: a\r", b"\rdata: b\r", b"\r") == [SseEvent("a"), SseEvent("b")]
+
+
 def test_a_read_of_only_the_lf_of_a_crlf_adds_nothing() -> None:
     parser = SseParser()
     assert feed_all(parser, b"data: a\r", b"\n", b"\r\n") == [SseEvent("a")]

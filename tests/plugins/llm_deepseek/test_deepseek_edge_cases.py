@@ -273,17 +273,17 @@ async def test_edge_18_keep_alives_never_extend_the_idle_timeout(
 
 
 async def test_edge_19_a_stall_times_out_and_a_missing_done_is_stream_closed(
-    mock_server: MockServer,
+    adapter: DeepSeekAdapter, mock_server: MockServer
 ) -> None:
-    adapter = quick_adapter(mock_server)
     mock_server.queue("missing-done", "stall")
     with pytest.raises(LlmError) as closed:
         await collect(adapter)
     assert closed.value.failure.code == "STREAM_CLOSED"
+    quick = quick_adapter(mock_server)
     with pytest.raises(LlmError) as stalled:
-        await collect(adapter)
+        await collect(quick)
     assert stalled.value.failure.code == "TIMEOUT"
-    await adapter.aclose()
+    await quick.aclose()
 
 
 async def test_edge_20_data_after_done_is_ignored(

@@ -168,7 +168,7 @@ async def test_an_error_body_that_breaks_off_still_gives_the_status(
 async def test_stream_faults_raise_after_what_streamed_before(
     scenario: str, code: str, mock_server: MockServer
 ) -> None:
-    adapter = quick_adapter(mock_server)
+    adapter = quick_adapter(mock_server, 0.05 if code == "TIMEOUT" else 5.0)
     mock_server.queue(scenario)
     received: list[StreamChunk] = []
     with pytest.raises(LlmError) as caught:

@@ -87,7 +87,7 @@ class Plugins:
         """
         if inspect.isclass(plugin):
             plugin = plugin()
-        name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        name = name or self._free_name(getattr(plugin, "__name__", None) or type(plugin).__name__)
         if name in self.disabled:
             return name
         try:
@@ -102,6 +102,14 @@ class Plugins:
         finally:
             self.runtime.invalidate()
         self.info[name] = info or PluginInfo(name)
+        return name
+
+    def _free_name(self, base: str) -> str:
+        """``base``, or ``base#2``, ``base#3``... so that two instances of a class can coexist."""
+        name, n = base, 1
+        while self.pm.has_plugin(name):
+            n += 1
+            name = f"{base}#{n}"
         return name
 
     def _validate(self, plugin: object) -> None:

@@ -44,3 +44,13 @@ async def test_plugins_can_be_disabled(dists: Path, monkeypatch: pytest.MonkeyPa
     h2 = Harness(disabled=["alpha"], load_entrypoints=False, plugins=[])
     assert h2.plugins.register(object(), name="alpha") == "alpha"
     assert h2.plugins.get("alpha") is None
+
+
+def test_two_instances_of_one_class_get_distinct_names() -> None:
+    class Observer:
+        def dsh_agent_status(self) -> None:
+            pass
+
+    h = Harness(load_entrypoints=False, plugins=[Observer(), Observer(), Observer()])
+    h.load()
+    assert h.plugins.names() == ["Observer", "Observer#2", "Observer#3"]

@@ -42,8 +42,23 @@ def _config(harness: Harness, args: argparse.Namespace) -> int:
     if not args.dump:
         print("sections: " + ", ".join(harness.config.sections()))
         return 0
-    print(json.dumps(harness.config.dump(), indent=2, default=str))
+    print(json.dumps(_redacted(harness.config.dump()), indent=2, default=str))
     return 0
+
+
+_SECRET = ("api_key", "token", "secret", "password")
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with every secret-looking key's value replaced, so a dump is safe to share."""
+    if isinstance(value, dict):
+        return {
+            k: "***" if v and any(s in k.lower() for s in _SECRET) else _redacted(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _core_commands() -> list[tuple[str, str, Any, Any]]:
@@ -104,9 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    result = harness.commands[args.command].run(args)
-    if inspect.isawaitable(result):
-        result = asyncio.run(_await(result))
+    try:
+        result = harness.commands[args.command].run(args)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_await(result))
+    except KeyboardInterrupt:
+        return 130
     return int(result)
 
 

@@ -20,6 +20,8 @@ __all__ = [
     "AssistantMessage",
     "ContextMessage",
     "ErrorEvent",
+    "QueuedMessage",
+    "SeedEnd",
     "SessionEvent",
     "SteeringMessage",
     "StepBoundary",
@@ -50,8 +52,29 @@ class SessionEvent:
 
 @frozen
 class UserMessage:
+    """A message that starts (or joins) a turn. ``queued_seq``: the ``inbox/queued`` event it
+    consumes, when it was queued while the agent was busy."""
+
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
+    queued_seq: int | None = None
+
+
+@frozen
+class QueuedMessage:
+    """A message queued while a turn ran (``steering``: for the running turn). Logged so that a
+    crash cannot lose it; the ``user/message`` or ``steering/message`` consuming it names it."""
+
+    content: tuple[Block, ...]
+    source: MessageSource = UserSource()
+    steering: bool = False
+
+
+@frozen
+class SeedEnd:
+    """Data of ``session/end-seed``: a resumed session's stored log ends before this event."""
+
+    stored: int
 
 
 @frozen
@@ -69,6 +92,7 @@ class SteeringMessage:
     turn: int
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
+    queued_seq: int | None = None
 
 
 @frozen
@@ -161,6 +185,7 @@ class ToolResultEvent:
     call_id: str
     content: tuple[Text | Image, ...]
     is_error: bool = False
+    code: str | None = None
 
 
 @frozen
@@ -173,6 +198,8 @@ class ErrorEvent:
 
 CORE_EVENT_TYPES: dict[str, type[Any]] = {
     "user/message": UserMessage,
+    "inbox/queued": QueuedMessage,
+    "session/end-seed": SeedEnd,
     "context/message": ContextMessage,
     "steering/message": SteeringMessage,
     "turn/start": TurnStart,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from dsh.inbox import InboxMessage
     from dsh.loop import LoopAgent
     from dsh.request import LlmRequest
-    from dsh.session import Session
+    from dsh.session import Session, SessionSummary
     from dsh.tools import ToolExecution, ToolOutcome
 
 __all__ = ["HOOK_STYLES", "HookRuntime", "Hooks", "Impl"]
@@ -325,9 +325,21 @@ class Hooks:
     def session_event(self, session: Session, event: SessionEvent) -> None:
         self.runtime.notify_sync("dsh_session_event", {"session": session, "event": event})
 
+    async def session_checkpoint(self, session: Session) -> None:
+        await self.runtime.parallel("dsh_session_checkpoint", {"session": session})
+
     async def session_flush(self, session: Session) -> None:
         await self.runtime.parallel("dsh_session_flush", {"session": session})
 
     async def session_load(self, session_id: str) -> list[SessionEvent] | None:
         found = await self.runtime.first("dsh_session_load", {"session_id": session_id})
         return cast("list[SessionEvent] | None", found)
+
+    async def session_list(self, query: str | None, limit: int) -> list[SessionSummary] | None:
+        found = await self.runtime.first("dsh_session_list", {"query": query, "limit": limit})
+        return cast("list[SessionSummary] | None", found)
+
+    # -- tool policy -----------------------------------------------------------------------
+    async def tools_approve(self, execution: ToolExecution, reason: str) -> bool:
+        kwargs = {"execution": execution, "reason": reason}
+        return bool(await self.runtime.first("dsh_tools_approve", kwargs))

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from dsh.inbox import InboxMessage
     from dsh.loop import LoopAgent
     from dsh.request import LlmRequest
-    from dsh.session import Session
+    from dsh.session import Session, SessionSummary
     from dsh.tools import ToolExecution, ToolOutcome
 
     AgentStatus = str
@@ -241,10 +241,36 @@ def dsh_session_event(session: Session, event: SessionEvent) -> None:
 
 
 @spec("parallel")
+def dsh_session_checkpoint(session: Session) -> None:
+    """Hand what was appended to the operating system (enough to survive the process being
+    killed). The loop awaits it before each model request and before each tool execution, so a
+    crash never forgets a request already paid for or a side effect already done."""
+
+
+@spec("parallel")
 def dsh_session_flush(session: Session) -> None:
-    """Make what was appended durable. The loop awaits it at every turn end."""
+    """Make what was appended durable (by default with an fsync). The loop awaits it at every
+    turn end; the harness at close."""
 
 
 @spec("first")
 def dsh_session_load(session_id: str) -> list[SessionEvent] | None:
     """The stored events of ``session_id``, for resume and fork; ``None`` if unknown here."""
+
+
+@spec("first")
+def dsh_session_list(query: str | None, limit: int) -> list[SessionSummary] | None:
+    """Stored sessions, newest first: at most ``limit``, only those whose id or text contains
+    ``query`` when given. ``None`` if this plugin stores no sessions."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool policy.
+# ---------------------------------------------------------------------------------------------
+
+
+@spec("first")
+def dsh_tools_approve(execution: ToolExecution, reason: str) -> bool | None:
+    """A permission policy asks whether ``execution`` may run (``reason`` says why it asks).
+    Hosts answer ``True``/``False``; ``None`` lets the next implementation answer. Nobody
+    answering means no."""

@@ -15,8 +15,11 @@ __all__ = ["Inbox", "InboxMessage"]
 
 @frozen
 class InboxMessage:
+    """A message waiting in the inbox; ``queued_seq`` is its ``inbox/queued`` event, if any."""
+
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
+    queued_seq: int | None = None
 
 
 class Inbox:

@@ -37,8 +37,9 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from attrs import frozen
+from attrs import evolve, frozen
 
+from dsh import recovery
 from dsh.agent import AgentOptions, AgentStatus, Continuation
 from dsh.assembler import AssembledMessage, BlockAssembler
 from dsh.assembly import PromptAssembly, render
@@ -60,6 +61,8 @@ from dsh.events import (
     AssistantMessage,
     ContextMessage,
     ErrorEvent,
+    QueuedMessage,
+    SeedEnd,
     SteeringMessage,
     StepBoundary,
     ToolCallEvent,
@@ -219,6 +222,11 @@ class LoopAgent:
 
     def _queue(self, message: InboxMessage, steering: bool) -> None:
         self._check_alive()
+        if self._in_turn and message.queued_seq is None:
+            # Busy: the message may wait a while, so it is logged and survives a crash.
+            data = QueuedMessage(message.content, message.source, steering)
+            message = evolve(message, queued_seq=self.session.append("inbox/queued", data).seq)
+            self._spawn(self.session.checkpoint())
         if steering:
             self.inbox.steer(message)
         else:
@@ -271,7 +279,8 @@ class LoopAgent:
         structlog.contextvars.bind_contextvars(turn=turn)
         queued = self.inbox.drain_queued()
         for message in queued:
-            self.session.append("user/message", UserMessage(message.content, message.source))
+            data = UserMessage(message.content, message.source, message.queued_seq)
+            self.session.append("user/message", data)
         self.session.append("turn/start", TurnStart(turn, queued[0].source))
         await self._hooks.agent_turn_start(self, turn)
         try:
@@ -358,9 +367,8 @@ class LoopAgent:
         self._deliver_context()
         steering = self.inbox.drain_steering()
         for message in steering:
-            self.session.append(
-                "steering/message", SteeringMessage(turn, message.content, message.source)
-            )
+            data = SteeringMessage(turn, message.content, message.source, message.queued_seq)
+            self.session.append("steering/message", data)
         return bool(steering)
 
     # -- inside the step task ----------------------------------------------------------------
@@ -382,6 +390,7 @@ class LoopAgent:
         while True:
             attempt += 1
             request = await self._request(turn, step)
+            await self.session.checkpoint()  # the request is about to be paid for
             try:
                 result = await self._stream(turn, step, request)
             except LlmError as exc:
@@ -449,6 +458,7 @@ class LoopAgent:
             "tool/call", ToolCallEvent(turn, step, call.id, call.name, call.arguments)
         )
         execution = ToolExecution(call.id, call.name, call.arguments, self)
+        await self.session.checkpoint()  # the call may have side effects: log it durably first
         try:
             outcome = await self._harness.tools.execute(execution)
         except asyncio.CancelledError:
@@ -457,11 +467,13 @@ class LoopAgent:
                 "the agent was disposed" if self._disposing else f"aborted: {self._abort_reason}"
             )
             content = (Text(f"Error: tool call cancelled ({reason})"),)
-            self.session.append("tool/result", ToolResultEvent(turn, step, call.id, content, True))
+            result = ToolResultEvent(turn, step, call.id, content, True, "ABORTED")
+            self.session.append("tool/result", result)
             raise
-        self.session.append(
-            "tool/result", ToolResultEvent(turn, step, call.id, outcome.content, outcome.is_error)
+        result = ToolResultEvent(
+            turn, step, call.id, outcome.content, outcome.is_error, outcome.code
         )
+        self.session.append("tool/result", result)
 
 
 class AgentLoop:
@@ -479,6 +491,27 @@ class AgentLoop:
         if session is None:
             session = self._harness.sessions.create(f"{agent_id}-session")
         return LoopAgent(self._harness, agent_id, options or AgentOptions(), session)
+
+    async def resume(
+        self, session_id: str, options: AgentOptions | None = None, agent_id: str | None = None
+    ) -> LoopAgent:
+        """Continue a stored session: load it, close a turn a crash left open, mark where the
+        stored log ends (``session/end-seed``), restore messages that were queued but never
+        ran, and start an agent on it (its id defaults to the session's, minus ``-session``)."""
+        events = await self._harness.sessions.load(session_id)
+        if events is None:
+            raise DshError(
+                f"no stored session {session_id!r}: is a persistence plugin enabled "
+                "(dsh plugins), and is this the right data directory?"
+            )
+        session = self._harness.sessions.create(session_id, events, persisted=len(events))
+        session.append("session/end-seed", SeedEnd(len(events)))
+        for type_, data in recovery.closing_events(events):
+            session.append(type_, data)
+        agent = self.create(agent_id or session_id.removesuffix("-session"), options, session)
+        for message in recovery.pending_messages(session.events):
+            agent._queue(message, steering=False)
+        return agent
 
     def create_configured(self) -> list[LoopAgent]:
         """Create the agents listed in config section ``agent_loop``."""

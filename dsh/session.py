@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
 
 from dsh.content import (
     AgentSource,
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     from dsh.converter import EventCodec
     from dsh.hooks import Hooks
 
-__all__ = ["Session", "SessionStore", "context_message", "source_label"]
+__all__ = ["Session", "SessionStore", "SessionSummary", "context_message", "source_label"]
 
 
 def source_label(source: MessageSource) -> str:
@@ -67,10 +70,24 @@ def _project(event: SessionEvent) -> Message | None:
     return None
 
 
+@frozen
+class SessionSummary:
+    """A stored session as listings show it (without reading its events)."""
+
+    id: str
+    created: float
+    updated: float
+    events: int
+    title: str = ""
+    parent: str | None = None
+
+
 class Session:
     """An append-only log of :class:`SessionEvent`. ``seq`` is contiguous from 0.
 
-    ``on_append`` is called with every new event (the store wires it to ``dsh_session_event``).
+    ``seed`` events come first (resume, fork); ``persisted`` says how many of them a store
+    already holds (a resumed session: all of them; a fork: none). ``cwd`` is the directory the
+    session was created in; ``parent`` the session it was forked from.
     """
 
     def __init__(
@@ -78,13 +95,15 @@ class Session:
         session_id: str,
         seed: Iterable[SessionEvent] = (),
         *,
-        on_append: Callable[[Session, SessionEvent], None] | None = None,
-        flusher: Callable[[Session], Any] | None = None,
+        hooks: Hooks | None = None,
         parent: str | None = None,
+        persisted: int = 0,
+        cwd: str | None = None,
     ) -> None:
         self.id = session_id
         self.parent = parent
         self.created = time.time()
+        self.cwd = cwd if cwd is not None else os.getcwd()
         self._events: list[SessionEvent] = []
         for expected_seq, event in enumerate(seed):
             if event.seq != expected_seq:
@@ -93,8 +112,8 @@ class Session:
                     "seq must be contiguous from 0"
                 )
             self._events.append(event)
-        self._on_append = on_append
-        self._flusher = flusher
+        self.persisted = persisted
+        self._hooks = hooks
         self._derived: list[Message] = []
         self._derived_upto = 0
 
@@ -110,8 +129,8 @@ class Session:
         """Append an event of ``type`` carrying ``data`` and tell the observers."""
         event = SessionEvent(type, len(self._events), time.time(), data)
         self._events.append(event)
-        if self._on_append is not None:
-            self._on_append(self, event)
+        if self._hooks is not None:
+            self._hooks.session_event(self, event)
         return event
 
     def derive_messages(self) -> tuple[Message, ...]:
@@ -127,14 +146,31 @@ class Session:
         self._derived_upto = len(self._events)
         return tuple(derived)
 
+    async def checkpoint(self) -> None:
+        """Hand appended events to the OS through ``dsh_session_checkpoint``."""
+        if self._hooks is not None:
+            await self._hooks.session_checkpoint(self)
+
     async def flush(self) -> None:
         """Make the log durable through ``dsh_session_flush`` (no-op without persistence)."""
-        if self._flusher is not None:
-            await self._flusher(self)
+        if self._hooks is not None:
+            await self._hooks.session_flush(self)
+
+
+def open_turn(events: Sequence[SessionEvent]) -> int | None:
+    """The number of the turn left open at the end of ``events`` (``None`` if all closed)."""
+    turn: int | None = None
+    for event in events:
+        if event.type == "turn/start":
+            turn = event.data.turn
+        elif event.type == "turn/end":
+            turn = None
+    return turn
 
 
 class SessionStore:
-    """Creates sessions wired to the hooks, and finds them by id."""
+    """Creates sessions wired to the hooks, finds live ones by id, and reaches stored ones
+    through the persistence hooks."""
 
     def __init__(self, hooks: Hooks, codec: EventCodec) -> None:
         self._hooks = hooks
@@ -148,21 +184,16 @@ class SessionStore:
         seed: Iterable[SessionEvent] = (),
         *,
         parent: str | None = None,
+        persisted: int = 0,
     ) -> Session:
-        """A new session (optionally seeded with events, as for resume and fork)."""
+        """A new live session (optionally seeded with events, as for resume and fork)."""
         if session_id is None:
             session_id = next(
                 sid for sid in (f"session-{n}" for n in self._counter) if sid not in self._sessions
             )
         if session_id in self._sessions:
             raise DshError(f"session {session_id!r} already exists")
-        session = Session(
-            session_id,
-            seed,
-            on_append=self._hooks.session_event,
-            flusher=self._hooks.session_flush,
-            parent=parent,
-        )
+        session = Session(session_id, seed, hooks=self._hooks, parent=parent, persisted=persisted)
         self._sessions[session_id] = session
         self._hooks.session_created(session)
         return session
@@ -171,17 +202,31 @@ class SessionStore:
         return self._sessions.get(session_id)
 
     def list(self) -> builtins.list[Session]:
+        """The live sessions of this harness."""
         return list(self._sessions.values())
 
     async def load(self, session_id: str) -> builtins.list[SessionEvent] | None:
         """The stored events of ``session_id`` from whichever persistence plugin has them."""
         return await self._hooks.session_load(session_id)
 
+    async def stored(
+        self, query: str | None = None, limit: int = 50
+    ) -> builtins.list[SessionSummary]:
+        """Stored sessions, newest first (empty without a persistence plugin)."""
+        return await self._hooks.session_list(query, limit) or []
+
     def fork(
-        self, source: Session, upto: int | None = None, session_id: str | None = None
+        self, source: Session, at_seq: int | None = None, session_id: str | None = None
     ) -> Session:
-        """A new session seeded with ``source``'s events ``[0, upto)`` (all by default)."""
-        events = source.events if upto is None else source.events[:upto]
+        """A new session seeded with ``source``'s events up to and including ``at_seq`` (all
+        by default). A prefix that ends inside an open turn is refused."""
+        events = source.events if at_seq is None else source.events[: at_seq + 1]
+        turn = open_turn(events)
+        if turn is not None:
+            raise DshError(
+                f"cannot fork {source.id!r} at seq {len(events) - 1}: turn {turn} is still open "
+                "there; fork at a seq after its turn/end"
+            )
         return self.create(session_id, events, parent=source.id)
 
     async def flush_all(self) -> None:

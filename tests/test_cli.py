@@ -90,3 +90,33 @@ def test_plugin_commands_are_dispatched(
     assert main(["hello", "--name", "dsh"]) == 3
     assert capsys.readouterr().out == "hello dsh\n"
     assert main(["sync"]) == 0
+
+
+def test_config_dump_redacts_secrets(capsys: pytest.CaptureFixture[str]) -> None:
+    from dsh.cli import _redacted
+
+    raw = {"x": {"api_key": "sk-123", "empty_token": "", "nested": [{"password": "p"}], "n": 1}}
+    assert _redacted(raw) == {
+        "x": {"api_key": "***", "empty_token": "", "nested": [{"password": "***"}], "n": 1}
+    }
+
+
+def test_ctrl_c_in_a_command_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Interrupted:
+        @hookimpl
+        def dsh_register_commands(self, register: Any) -> None:
+            def stop(args: Any) -> int:
+                raise KeyboardInterrupt
+
+            register(Command("stop", "interrupted", stop))
+
+    from dsh import harness as harness_module
+
+    original = harness_module.Harness.__init__
+
+    def with_commands(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["plugins"] = [Interrupted()]
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(harness_module.Harness, "__init__", with_commands)
+    assert main(["stop"]) == 130

@@ -12,6 +12,7 @@ from dsh.hookdoc import render_hook_reference
 from dsh.hooks import HOOK_STYLES
 from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, error_response, text_response, tool_call_response
+from dsh.tools import ToolExecution
 
 DOCS = Path(__file__).parent.parent / "docs"
 
@@ -95,6 +96,9 @@ async def test_every_hook_fires_in_an_ordinary_session() -> None:
         agent.send("again")
         await agent.wait_idle()
         await h.sessions.load("missing")
+        assert await h.sessions.stored() == []
+        # Asked by permission policies (dsh_plugins.permissions); nobody answering means no.
+        assert await h.hooks.tools_approve(ToolExecution("c", "echo", "{}"), "asks") is False
     assert recorder.fired == set(HOOK_STYLES)
 
 

@@ -20,6 +20,7 @@ from dsh.chunks import (
 from dsh.content import Message, PluginSource, Reasoning, Text, ToolCall, ToolResult
 from dsh.events import (
     ContextMessage,
+    QueuedMessage,
     TurnAborted,
     TurnCompleted,
     TurnDisposed,
@@ -127,6 +128,7 @@ async def test_steering_mid_turn_is_delivered_between_steps(harness: Harness) ->
         "chunks",
         "assistant/message",
         "tool/call",
+        "inbox/queued",
         "tool/result",
         "steering/message",
         "step/end",
@@ -137,6 +139,9 @@ async def test_steering_mid_turn_is_delivered_between_steps(harness: Harness) ->
         "turn/end",
     ]
     assert adapter.requests[1].messages[-1] == Message("user", (Text("also this"),))
+    queued = of_type(agent.session.events, "inbox/queued")[0]
+    assert queued.data == QueuedMessage((Text("also this"),), steering=True)
+    assert of_type(agent.session.events, "steering/message")[0].data.queued_seq == queued.seq
 
 
 async def test_steering_forces_another_step_without_tool_calls(harness: Harness) -> None:

@@ -245,7 +245,7 @@ async def test_store_creates_gets_lists_and_forks(harness: Harness) -> None:
     assert a.id == "session-2"
     a.append("user/message", UserMessage((Text("x"),), PluginSource("p")))
     a.append("user/message", UserMessage((Text("y"),)))
-    fork = harness.sessions.fork(a, upto=1, session_id="child")
+    fork = harness.sessions.fork(a, at_seq=0, session_id="child")
     assert fork.parent == a.id and len(fork) == 1
     assert harness.sessions.get("child") is fork
     assert [s.id for s in harness.sessions.list()] == ["session-1", "session-2", "child"]
@@ -255,6 +255,7 @@ async def test_store_creates_gets_lists_and_forks(harness: Harness) -> None:
     assert harness.sessions.fork(a).events == a.events
     assert await harness.sessions.load("nope") is None
     await Session("plain").flush()
+    await Session("plain").checkpoint()
 
 
 # -- system prompt -----------------------------------------------------------------------------

@@ -37,10 +37,14 @@ from dsh.chunks import (
 )
 from dsh.content import Reasoning, Text, ToolCall
 from dsh.errors import DshError, LlmError
+from dsh.events import SessionEvent
+from dsh.markers import hookimpl
 from dsh.request import LlmRequest
+from dsh.session import Session, SessionSummary
 
 __all__ = [
     "Hang",
+    "MemoryStore",
     "RaiseError",
     "ScriptEntry",
     "ScriptedAdapter",
@@ -175,3 +179,55 @@ class ScriptedAdapter:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+class MemoryStore:
+    """An in-memory session store plugin: what a persistence plugin does, minus the disk.
+
+    Events count as stored once a checkpoint or flush ran (``pending`` holds the rest), so a
+    test can "crash" a harness by dropping it and resume another from ``stored``.
+    """
+
+    def __init__(self) -> None:
+        self.stored: dict[str, list[SessionEvent]] = {}
+        self.pending: dict[str, list[SessionEvent]] = {}
+        self.checkpoints = 0
+        self.flushes = 0
+
+    @hookimpl
+    def dsh_session_created(self, session: Session) -> None:
+        stored = self.stored.setdefault(session.id, [])
+        if session.persisted == 0:  # a new or forked session: its seed is not stored yet
+            self.pending[session.id] = [*session.events]
+            stored.clear()
+
+    @hookimpl
+    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        self.pending.setdefault(session.id, []).append(event)
+
+    def _store(self, session: Session) -> None:
+        self.stored.setdefault(session.id, []).extend(self.pending.pop(session.id, []))
+
+    @hookimpl
+    def dsh_session_checkpoint(self, session: Session) -> None:
+        self.checkpoints += 1
+        self._store(session)
+
+    @hookimpl
+    def dsh_session_flush(self, session: Session) -> None:
+        self.flushes += 1
+        self._store(session)
+
+    @hookimpl
+    def dsh_session_load(self, session_id: str) -> list[SessionEvent] | None:
+        events = self.stored.get(session_id)
+        return None if events is None else list(events)
+
+    @hookimpl
+    def dsh_session_list(self, query: str | None, limit: int) -> list[SessionSummary]:
+        found = [
+            SessionSummary(sid, events[0].time, events[-1].time, len(events))
+            for sid, events in self.stored.items()
+            if events and (query is None or query in sid)
+        ]
+        return sorted(found, key=lambda s: s.updated, reverse=True)[:limit]

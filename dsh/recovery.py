@@ -1,0 +1,78 @@
+"""Crash recovery: what a stored log needs appended so that it is whole again.
+
+A process that dies mid-turn leaves the turn open: tool calls without results, a step without
+its end, no ``turn/end``. :func:`closing_events` closes it (an error result with code
+``TOOL_OUTCOME_UNKNOWN`` for every call without a result — the call may or may not have had its
+effect — then ``step/end`` and ``turn/end`` with reason ``interrupted``). :func:`pending_messages`
+finds the messages that were queued but never started a turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dsh.content import Text
+from dsh.events import (
+    SessionEvent,
+    StepBoundary,
+    ToolResultEvent,
+    TurnEnd,
+    TurnInterrupted,
+)
+from dsh.inbox import InboxMessage
+from dsh.session import open_turn
+
+__all__ = ["closing_events", "pending_messages"]
+
+UNKNOWN = (
+    Text(
+        "Error: the process stopped while this tool call ran; whether it took effect is "
+        "unknown. Check before repeating it."
+    ),
+)
+
+
+def closing_events(events: Sequence[SessionEvent]) -> list[tuple[str, Any]]:
+    """The ``(type, data)`` pairs that close the turn left open at the end of ``events``."""
+    turn = open_turn(events)
+    if turn is None:
+        return []
+    start = max(e.seq for e in events if e.type == "turn/start")
+    calls: dict[str, int] = {}
+    step: int | None = None
+    for event in events[start:]:
+        if event.type == "tool/call":
+            calls[event.data.call_id] = event.data.step
+        elif event.type == "tool/result":
+            calls.pop(event.data.call_id, None)
+        elif event.type == "step/start":
+            step = event.data.step
+        elif event.type == "step/end":
+            step = None
+    closing: list[tuple[str, Any]] = [
+        (
+            "tool/result",
+            ToolResultEvent(turn, call_step, call_id, UNKNOWN, True, "TOOL_OUTCOME_UNKNOWN"),
+        )
+        for call_id, call_step in calls.items()
+    ]
+    if step is not None:
+        closing.append(("step/end", StepBoundary(turn, step)))
+    closing.append(("turn/end", TurnEnd(turn, TurnInterrupted())))
+    return closing
+
+
+def pending_messages(events: Sequence[SessionEvent]) -> list[InboxMessage]:
+    """Messages logged as ``inbox/queued`` that no ``user/message`` or ``steering/message``
+    consumed, in the order they were queued."""
+    consumed = {
+        e.data.queued_seq
+        for e in events
+        if e.type in ("user/message", "steering/message") and e.data.queued_seq is not None
+    }
+    return [
+        InboxMessage(e.data.content, e.data.source, e.seq)
+        for e in events
+        if e.type == "inbox/queued" and e.seq not in consumed
+    ]

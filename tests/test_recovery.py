@@ -1,0 +1,192 @@
+"""Checkpoints, crash recovery, resume and fork, against the in-memory store of dsh.testing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from dsh import AgentOptions, DshError, Harness, Tool
+from dsh.content import Text
+from dsh.events import (
+    SeedEnd,
+    SessionEvent,
+    StepBoundary,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnInterrupted,
+    TurnStart,
+    UserMessage,
+)
+from dsh.recovery import UNKNOWN, closing_events, pending_messages
+from dsh.request import ToolSchema
+from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
+from tests.helpers import kinds, of_type
+
+
+def log(*pairs: tuple[str, Any]) -> list[SessionEvent]:
+    return [SessionEvent(t, i, 0.0, d) for i, (t, d) in enumerate(pairs)]
+
+
+def test_closing_events_close_an_open_turn() -> None:
+    events = log(
+        ("user/message", UserMessage((Text("go"),))),
+        ("turn/start", TurnStart(1)),
+        ("step/start", StepBoundary(1, 1)),
+        ("tool/call", ToolCallEvent(1, 1, "a", "t", "{}")),
+        ("tool/result", ToolResultEvent(1, 1, "a", (Text("ok"),))),
+        ("tool/call", ToolCallEvent(1, 1, "b", "t", "{}")),
+        ("tool/call", ToolCallEvent(1, 1, "c", "t", "{}")),
+    )
+    assert closing_events(events) == [
+        ("tool/result", ToolResultEvent(1, 1, "b", UNKNOWN, True, "TOOL_OUTCOME_UNKNOWN")),
+        ("tool/result", ToolResultEvent(1, 1, "c", UNKNOWN, True, "TOOL_OUTCOME_UNKNOWN")),
+        ("step/end", StepBoundary(1, 1)),
+        ("turn/end", TurnEnd(1, TurnInterrupted())),
+    ]
+    between_steps = events[:2]
+    assert closing_events(between_steps) == [("turn/end", TurnEnd(1, TurnInterrupted()))]
+    closed = [*between_steps, SessionEvent("turn/end", 2, 0.0, TurnEnd(1, TurnInterrupted()))]
+    assert closing_events(closed) == []
+    assert closing_events([]) == []
+
+
+def test_a_step_that_ended_is_not_closed_again() -> None:
+    events = log(
+        ("turn/start", TurnStart(1)),
+        ("step/start", StepBoundary(1, 1)),
+        ("step/end", StepBoundary(1, 1)),
+    )
+    assert closing_events(events) == [("turn/end", TurnEnd(1, TurnInterrupted()))]
+
+
+async def test_checkpoints_come_before_requests_and_tool_calls() -> None:
+    store = MemoryStore()
+    stored_at_tool_time: list[str] = []
+
+    async def observe(args: Any, execution: Any) -> str:
+        stored_at_tool_time.extend(e.type for e in store.stored["a-session"])
+        return "ok"
+
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        h.tools.register(Tool(ToolSchema("observe", "o"), observe))
+        h.llm.register_adapter(
+            ["m"], ScriptedAdapter([tool_call_response("c1", "observe", {}), text_response("x")])
+        )
+        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent.send("go")
+        await agent.wait_idle()
+        assert store.checkpoints == 3  # two model requests, one tool call
+        assert store.flushes == 1
+    assert stored_at_tool_time[-1] == "tool/call"
+    assert store.flushes == 2  # and once more when the harness closed
+
+
+async def crash_mid_tool(store: MemoryStore) -> None:
+    """Run an agent until it is inside a tool, queue two messages, and "crash"."""
+    inside = asyncio.Event()
+
+    async def stuck(args: Any, execution: Any) -> str:
+        inside.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    h = Harness(load_entrypoints=False, plugins=[store])
+    await h.start()
+    h.tools.register(Tool(ToolSchema("stuck", "s"), stuck))
+    h.llm.register_adapter(["m"], ScriptedAdapter([tool_call_response("c1", "stuck", {})]))
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("first")
+    await inside.wait()
+    agent.send("second")
+    agent.steer("steer me")
+    await asyncio.sleep(0)  # let the background checkpoints of the queued messages run
+    # The process dies here: nothing after the last checkpoint reaches the store.
+    store.pending.clear()
+    for task in asyncio.all_tasks():
+        if task.get_name() == "dsh:a":
+            task.cancel()
+
+
+async def test_resume_after_a_crash_closes_the_turn_and_restores_the_queue() -> None:
+    store = MemoryStore()
+    await crash_mid_tool(store)
+    stored = list(store.stored["a-session"])
+    assert [e.type for e in stored][-3:] == ["tool/call", "inbox/queued", "inbox/queued"]
+    adapter = ScriptedAdapter([text_response("answered")])
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        h.llm.register_adapter(["m"], adapter)
+        agent = await h.agent_loop.resume("a-session", AgentOptions(model="m"))
+        assert agent.id == "a"
+        await agent.wait_idle()
+        events = agent.session.events
+        assert events[: len(stored)] == tuple(stored)
+        tail = kinds(events[len(stored) :])
+        assert tail == [
+            "session/end-seed", "tool/result", "step/end", "turn/end",
+            "user/message", "user/message", "turn/start",
+            "step/start", "chunks", "assistant/message", "step/end", "turn/end",
+        ]  # fmt: skip
+        assert events[len(stored)].data == SeedEnd(len(stored))
+        assert events[len(stored) + 1].data.code == "TOOL_OUTCOME_UNKNOWN"
+        assert events[len(stored) + 3].data.reason == TurnInterrupted()
+        # Both queued messages (the steering one too) ran as the next turn, in order.
+        contents = [e.data.content for e in of_type(events, "user/message")[-2:]]
+        assert contents == [(Text("second"),), (Text("steer me"),)]
+        assert of_type(events, "turn/start")[-1].data.turn == 2
+        history = adapter.requests[0].messages
+        assert [m.role for m in history] == ["user", "assistant", "user", "user", "user"]
+    assert pending_messages(store.stored["a-session"]) == []
+
+
+async def test_resume_of_a_closed_session_only_marks_the_seed() -> None:
+    store = MemoryStore()
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        h.llm.register_adapter(["m"], ScriptedAdapter([text_response("a")]))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent.send("go")
+        await agent.wait_idle()
+        before = agent.session.derive_messages()
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        agent = await h.agent_loop.resume("a-session", agent_id="again")
+        assert agent.id == "again"
+        assert kinds(agent.session.events)[-2:] == ["turn/end", "session/end-seed"]
+        assert agent.session.derive_messages() == before
+        assert agent.session.persisted == len(agent.session.events) - 1
+        other = h.sessions.create("b-session")
+        other.append("user/message", UserMessage((Text("x"),)))
+        await other.flush()
+        h.sessions.create("empty")
+        assert [s.id for s in await h.sessions.stored()] == ["b-session", "a-session"]
+        [found] = await h.sessions.stored(query="b-", limit=5)
+        assert (found.id, found.events) == ("b-session", 1)
+
+
+async def test_resume_of_an_unknown_session_says_why(harness: Harness) -> None:
+    with pytest.raises(DshError, match="no stored session 'nope': is a persistence plugin"):
+        await harness.agent_loop.resume("nope")
+
+
+async def test_fork_is_refused_inside_an_open_turn(harness: Harness) -> None:
+    harness.llm.register_adapter(["m"], ScriptedAdapter([hang()]))
+    agent = harness.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("go")
+    await asyncio.sleep(0.01)
+    with pytest.raises(DshError, match="turn 1 is still open there"):
+        harness.sessions.fork(agent.session)
+    child = harness.sessions.fork(agent.session, at_seq=0)
+    assert [e.type for e in child.events] == ["user/message"] and child.parent == "a-session"
+    agent.abort()
+    await agent.wait_idle()
+    assert len(harness.sessions.fork(agent.session).events) == len(agent.session.events)
+
+
+async def test_messages_sent_while_idle_are_not_logged_as_queued(harness: Harness) -> None:
+    harness.llm.register_adapter(["m"], ScriptedAdapter([text_response("a")]))
+    agent = harness.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("go")
+    await agent.wait_idle()
+    assert of_type(agent.session.events, "inbox/queued") == []
+    assert of_type(agent.session.events, "user/message")[0].data.queued_seq is None

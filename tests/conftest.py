@@ -9,6 +9,14 @@ from dsh import Harness
 from tests.helpers import install_fake_dists
 
 
+@pytest.fixture(autouse=True)
+def _isolated_data_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing a test runs may write sessions into the user's real data directory."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
 @pytest.fixture
 async def harness() -> AsyncIterator[Harness]:
     async with Harness(load_entrypoints=False) as h:

@@ -33,9 +33,11 @@ class AgentConfig:
 
 @frozen
 class AgentLoopConfig:
-    """Section ``agent_loop``."""
+    """Section ``agent_loop``. ``max_parallel_tools`` bounds how many concurrency-safe tool
+    calls of one step run at once."""
 
     agents: tuple[AgentConfig, ...] = ()
+    max_parallel_tools: int = 8
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:

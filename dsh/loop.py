@@ -55,6 +55,7 @@ from dsh.content import (
     ToolResult,
     UserSource,
 )
+from dsh.dispatch import ToolDispatch
 from dsh.errors import DshError, HookError, LlmError
 from dsh.events import (
     AssistantChunk,
@@ -65,8 +66,6 @@ from dsh.events import (
     SeedEnd,
     SteeringMessage,
     StepBoundary,
-    ToolCallEvent,
-    ToolResultEvent,
     TurnAborted,
     TurnCompleted,
     TurnDisposed,
@@ -79,7 +78,6 @@ from dsh.events import (
 )
 from dsh.inbox import Inbox, InboxMessage
 from dsh.request import LlmRequest
-from dsh.tools import ToolExecution
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -154,8 +152,10 @@ class LoopAgent:
         self.session = session
         self.status: AgentStatus = "idle"
         self.inbox = Inbox()
-        self._harness = harness
+        self.harness = harness
         self._hooks = harness.hooks
+        config = harness.config.section("agent_loop", AgentLoopConfig)
+        self._max_parallel_tools = config.max_parallel_tools
         self._turn = max((e.data.turn for e in session.events if e.type == "turn/start"), default=0)
         self._idle = asyncio.Event()
         self._idle.set()
@@ -172,6 +172,16 @@ class LoopAgent:
         return f"<LoopAgent {self.id!r} {self.status}>"
 
     # -- public API ------------------------------------------------------------------------
+    @property
+    def disposing(self) -> bool:
+        """True once ``dispose`` was called (or the driver stopped)."""
+        return self._disposing
+
+    @property
+    def abort_reason(self) -> str | None:
+        """Why the running turn is being aborted, if it is."""
+        return self._abort_reason
+
     def send(
         self, content: str | Block | Sequence[Block], source: MessageSource = UserSource()
     ) -> None:
@@ -379,8 +389,7 @@ class LoopAgent:
             "assistant/message", AssistantMessage(turn, step, message.content, result.usage)
         )
         calls = [block for block in message.content if isinstance(block, ToolCall)]
-        for call in calls:
-            await self._run_tool(turn, step, call)
+        await ToolDispatch(self, turn, step, self._max_parallel_tools).run(calls)
         steered = self._deliver_steering(turn)
         return _StepOutcome(bool(calls) or steered, isinstance(result.finish, FinishMaxTokens))
 
@@ -403,16 +412,16 @@ class LoopAgent:
             retry = await self._hooks.agent_request_error(self, turn, step, failure, attempt)
             if retry is None:
                 raise StepFailed(failure)
-            await self._harness.sleep(retry.delay_s)
+            await self.harness.sleep(retry.delay_s)
 
     async def _request(self, turn: int, step: int) -> LlmRequest:
-        assembly = await self._harness.system_prompt.assemble()
+        assembly = await self.harness.system_prompt.assemble()
         request = await self._hooks.agent_request(self, turn, step, self._build_request(assembly))
         if not request.model:
             raise StepFailed(
                 LlmFailure(
                     f"agent {self.id!r} has no model: set AgentOptions(model=...) or pick one of "
-                    f"{', '.join(self._harness.llm.models()) or 'no registered models'}",
+                    f"{', '.join(self.harness.llm.models()) or 'no registered models'}",
                     "NO_MODEL",
                 )
             )
@@ -434,7 +443,7 @@ class LoopAgent:
         )
 
     async def _stream(self, turn: int, step: int, request: LlmRequest) -> AssembledMessage:
-        stream = await self._harness.llm.stream(request)
+        stream = await self.harness.llm.stream(request)
         assembler = BlockAssembler()
         append = self.session.append
         observe = self._hooks.agent_stream_chunk
@@ -452,28 +461,6 @@ class LoopAgent:
             if close is not None:
                 await close()
         return assembler.result()
-
-    async def _run_tool(self, turn: int, step: int, call: ToolCall) -> None:
-        self.session.append(
-            "tool/call", ToolCallEvent(turn, step, call.id, call.name, call.arguments)
-        )
-        execution = ToolExecution(call.id, call.name, call.arguments, self)
-        await self.session.checkpoint()  # the call may have side effects: log it durably first
-        try:
-            outcome = await self._harness.tools.execute(execution)
-        except asyncio.CancelledError:
-            # The call may have had side effects: its result must still pair with its call.
-            reason = (
-                "the agent was disposed" if self._disposing else f"aborted: {self._abort_reason}"
-            )
-            content = (Text(f"Error: tool call cancelled ({reason})"),)
-            result = ToolResultEvent(turn, step, call.id, content, True, "ABORTED")
-            self.session.append("tool/result", result)
-            raise
-        result = ToolResultEvent(
-            turn, step, call.id, outcome.content, outcome.is_error, outcome.code
-        )
-        self.session.append("tool/result", result)
 
 
 class AgentLoop:

@@ -43,7 +43,10 @@ def test_config_dump_shows_effective_values(
     (tmp_path / "dsh.toml").write_text('[[agent_loop.agents]]\nid = "main"\n')
     assert main(["config", "--dump"]) == 0
     dumped = json.loads(capsys.readouterr().out)
-    assert dumped["agent_loop"] == {"agents": [{"id": "main", "model": "", "system_prompt": ""}]}
+    assert dumped["agent_loop"] == {
+        "agents": [{"id": "main", "model": "", "system_prompt": ""}],
+        "max_parallel_tools": 8,
+    }
     assert main(["config"]) == 0
     assert "agent_loop" in capsys.readouterr().out
 

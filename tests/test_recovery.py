@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, DshError, Harness, Tool
-from dsh.content import Text
+from dsh.content import Text, ToolCall
 from dsh.events import (
+    AssistantMessage,
     SeedEnd,
     SessionEvent,
     StepBoundary,
@@ -20,7 +21,7 @@ from dsh.events import (
     TurnStart,
     UserMessage,
 )
-from dsh.recovery import UNKNOWN, closing_events, pending_messages
+from dsh.recovery import NOT_STARTED, UNKNOWN, closing_events, pending_messages
 from dsh.request import ToolSchema
 from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
 from tests.helpers import kinds, of_type
@@ -45,6 +46,18 @@ def test_closing_events_close_an_open_turn() -> None:
         ("tool/result", ToolResultEvent(1, 1, "c", UNKNOWN, True, "TOOL_OUTCOME_UNKNOWN")),
         ("step/end", StepBoundary(1, 1)),
         ("turn/end", TurnEnd(1, TurnInterrupted())),
+    ]
+    calls = tuple(ToolCall(i, "t", "{}") for i in "xyz")
+    with_message = [
+        *events[:3],
+        SessionEvent("assistant/message", 3, 0.0, AssistantMessage(1, 1, (Text("t"), *calls))),
+        SessionEvent("tool/call", 4, 0.0, ToolCallEvent(1, 1, "x", "t", "{}")),
+        SessionEvent("tool/result", 5, 0.0, ToolResultEvent(1, 1, "x", (Text("ok"),))),
+        SessionEvent("tool/call", 6, 0.0, ToolCallEvent(1, 1, "y", "t", "{}")),
+    ]
+    assert closing_events(with_message)[:2] == [
+        ("tool/result", ToolResultEvent(1, 1, "y", UNKNOWN, True, "TOOL_OUTCOME_UNKNOWN")),
+        ("tool/result", ToolResultEvent(1, 1, "z", NOT_STARTED, True, "ABORTED_BEFORE_DISPATCH")),
     ]
     between_steps = events[:2]
     assert closing_events(between_steps) == [("turn/end", TurnEnd(1, TurnInterrupted()))]

@@ -55,6 +55,7 @@ __all__ = [
     "reasoning_response",
     "text_response",
     "tool_call_response",
+    "tool_calls_response",
 ]
 
 
@@ -109,18 +110,23 @@ def tool_call_response(
     call_id: str, name: str, args: dict[str, Any], text: str | None = None
 ) -> list[StreamChunk]:
     """An optional text block, then one tool call whose JSON arguments arrive in two deltas."""
+    return tool_calls_response([(call_id, name, args)], text)
+
+
+def tool_calls_response(
+    calls: Sequence[tuple[str, str, dict[str, Any]]], text: str | None = None
+) -> list[StreamChunk]:
+    """An optional text block, then several tool calls ``(call_id, name, args)`` in order."""
     chunks = _text_chunks(0, text) if text else []
-    index = 1 if text else 0
-    raw = json.dumps(args)
-    chunks += [
-        BlockStart(index, "tool-call"),
-        ToolCallDelta(index, call_id, raw[:5], name=name),
-        ToolCallDelta(index, call_id, raw[5:]),
-        BlockEnd(index, ToolCall(call_id, name, raw)),
-        UsageChunk(TokenUsage(10, 5)),
-        Finish(FinishToolCalls()),
-    ]
-    return chunks
+    for index, (call_id, name, args) in enumerate(calls, start=1 if text else 0):
+        raw = json.dumps(args)
+        chunks += [
+            BlockStart(index, "tool-call"),
+            ToolCallDelta(index, call_id, raw[:5], name=name),
+            ToolCallDelta(index, call_id, raw[5:]),
+            BlockEnd(index, ToolCall(call_id, name, raw)),
+        ]
+    return [*chunks, UsageChunk(TokenUsage(10, 5)), Finish(FinishToolCalls())]
 
 
 def max_tokens_response(text: str) -> list[StreamChunk]:

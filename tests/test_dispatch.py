@@ -40,10 +40,9 @@ class Probe:
 
 
 def agent_with(h: Harness, names: list[str]) -> Any:
-    calls = [(f"c-{n}", n, {}) for n in names]
-    h.llm.register_adapter(
-        ["m"], ScriptedAdapter([tool_calls_response(calls), text_response("ok")])
-    )
+    calls: list[tuple[str, str, dict[str, Any]]] = [(f"c-{n}", n, {}) for n in names]
+    script = [tool_calls_response(calls), text_response("ok")]
+    h.llm.register_adapter(["m"], ScriptedAdapter(script))
     return h.agent_loop.create("a", AgentOptions(model="m"))
 
 

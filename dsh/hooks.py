@@ -185,18 +185,29 @@ class HookRuntime:
         return None
 
     async def parallel(self, hook: str, kwargs: Mapping[str, Any]) -> None:
-        """Run every implementation concurrently; raise all failures together once all settle."""
-        impls = self.impls(hook)
-        if not impls:
-            return
-        results = await asyncio.gather(
-            *(_resolve(impl(kwargs)) for impl in impls), return_exceptions=True
-        )
-        failures = [
-            HookError(hook, impl.plugin, result)
-            for impl, result in zip(impls, results, strict=True)
-            if isinstance(result, BaseException)
-        ]
+        """Run every implementation concurrently; raise all failures together once all settle.
+
+        Sync implementations simply run in call order; only awaitables are gathered. The
+        checkpoint hook runs twice per step, and a task per call would cost more than the small
+        buffered write a persistence plugin does there.
+        """
+        failures: list[HookError] = []
+        waiting: list[tuple[Impl, Awaitable[Any]]] = []
+        for impl in self.impls(hook):
+            try:
+                result = impl(kwargs)
+            except Exception as exc:
+                failures.append(HookError(hook, impl.plugin, exc))
+                continue
+            if inspect.isawaitable(result):
+                waiting.append((impl, result))
+        if waiting:
+            results = await asyncio.gather(*(w for _, w in waiting), return_exceptions=True)
+            failures += [
+                HookError(hook, impl.plugin, result)
+                for (impl, _), result in zip(waiting, results, strict=True)
+                if isinstance(result, BaseException)
+            ]
         if failures:
             raise ExceptionGroup(f"{len(failures)} implementation(s) of {hook} failed", failures)
 

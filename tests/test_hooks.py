@@ -332,6 +332,34 @@ async def test_parallel_runs_concurrently_and_raises_failures_together() -> None
     await runtime().parallel("dsh_session_flush", {"session": None})
 
 
+async def test_parallel_runs_sync_implementations_inline_and_contains_their_failures() -> None:
+    ran: list[str] = []
+
+    class Sync:
+        @hookimpl
+        def dsh_session_checkpoint(self) -> None:
+            ran.append("sync")
+
+    class SyncBroken:
+        @hookimpl
+        def dsh_session_checkpoint(self) -> None:
+            raise OSError("disk full")
+
+    class Async:
+        @hookimpl
+        async def dsh_session_checkpoint(self) -> None:
+            ran.append("async")
+
+    await runtime(Sync()).parallel("dsh_session_checkpoint", {"session": None})
+    assert ran == ["sync"]
+    with pytest.raises(ExceptionGroup) as info:
+        await runtime(Async(), SyncBroken(), Sync()).parallel(
+            "dsh_session_checkpoint", {"session": None}
+        )
+    assert [str(cast(HookError, e).error) for e in info.value.exceptions] == ["disk full"]
+    assert ran == ["sync", "sync", "async"]  # everyone ran, the failure did not stop them
+
+
 def test_register_style_hands_each_plugin_a_bound_register() -> None:
     got: list[tuple[str, str]] = []
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from dsh.errors import ConfigError, DshError, HookError, LlmError, PluginLoadError
     from dsh.harness import Command, Harness
     from dsh.markers import Stop, hookimpl
+    from dsh.tooldef import tool
     from dsh.tools import Tool, ToolExecution, ToolOutcome
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "ToolExecution",
     "ToolOutcome",
     "hookimpl",
+    "tool",
 ]
 __version__ = "0.1.0"
 
@@ -54,6 +56,7 @@ _HOMES = {
     "Tool": "dsh.tools",
     "ToolExecution": "dsh.tools",
     "ToolOutcome": "dsh.tools",
+    "tool": "dsh.tooldef",
 }
 
 

@@ -25,7 +25,7 @@ from dsh.llm import LlmService
 from dsh.loop import AgentLoop
 from dsh.plugins import Plugins, disabled_from_env
 from dsh.session import SessionStore
-from dsh.tools import ToolRegistry
+from dsh.tools import ToolRegistry, ToolsConfig
 
 __all__ = ["Command", "Harness"]
 
@@ -122,12 +122,14 @@ class Harness:
     def _collect(self) -> None:
         runtime = self.plugins.runtime
         self.config.register("agent_loop", AgentLoopConfig)
+        self.config.register("tools", ToolsConfig)
         runtime.call_register(
             "dsh_register_config",
             lambda owner: lambda s, c: self.config.register(s, c, owner),
             self,
         )
         self.config.load()
+        self.tools.configure(self.config.section("tools", ToolsConfig))
         runtime.call_register("dsh_register_event_types", lambda _: self.events.register, self)
         runtime.call_register(
             "dsh_register_llm_adapters",

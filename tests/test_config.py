@@ -30,7 +30,7 @@ async def test_a_plugin_section_is_structured_with_defaults() -> None:
     ) as h:
         assert h.config.section("limits", Limits) == Limits(steps=3)
         assert h.config.dump()["limits"] == {"steps": 3, "name": "x"}
-        assert h.config.sections() == ["agent_loop", "limits"]
+        assert h.config.sections() == ["agent_loop", "limits", "tools"]
     async with Harness(load_entrypoints=False, plugins=[LimitsPlugin()]) as h:
         assert h.config.section("limits", Limits) == Limits()
 
@@ -48,7 +48,7 @@ async def test_every_error_is_listed() -> None:
     text = str(info.value)
     assert "[limits]" in text and "nmae" in text and "steps" in text
     assert "[agent_loop] required field missing @ $.agents[0].id" in text
-    assert "[typo_section]: unknown section (known sections: agent_loop, limits)" in text
+    assert "[typo_section]: unknown section (known sections: agent_loop, limits, tools)" in text
 
 
 def test_a_section_holds_its_class() -> None:

@@ -1,0 +1,200 @@
+"""``persistence_jsonl``: the embedded default session store, one JSONL file per session.
+
+Buffers each event in ``dsh_session_event`` (cheap: the loop's hot path), hands the buffer to
+the operating system at every ``dsh_session_checkpoint`` (before each model request and tool
+call) and fsyncs it at every ``dsh_session_flush`` (turn end, harness close) — configurable with
+``fsync``. Loads and lists stored sessions for resume and fork. Configured by section
+``persistence_jsonl``; see ``docs/plugins/persistence_jsonl.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
+
+import structlog
+from attrs import frozen
+
+from dsh.converter import EventCodec
+from dsh.errors import DshError
+from dsh.events import SessionEvent
+from dsh.markers import hookimpl
+from dsh.session import Session, SessionSummary
+from dsh_plugins.persistence_jsonl.files import SessionFile
+from dsh_plugins.persistence_jsonl.format import decode_lines, parse_header
+
+if TYPE_CHECKING:
+    from dsh.harness import Harness
+
+__all__ = [
+    "SECTION",
+    "Fsync",
+    "JsonlConfig",
+    "JsonlStore",
+    "default_dir",
+    "file_name",
+    "list_sessions",
+    "read_session",
+]
+
+SECTION = "persistence_jsonl"
+Fsync = Literal["turn", "checkpoint", "never"]
+log = structlog.get_logger("dsh_plugins.persistence_jsonl")
+
+
+@frozen
+class JsonlConfig:
+    """Section ``persistence_jsonl``. ``dir`` defaults to ``$XDG_DATA_HOME/dsh/sessions``
+    (``~/.local/share/dsh/sessions``). ``fsync``: ``turn`` (at turn end and close), also at
+    every ``checkpoint``, or ``never`` (a killed process still loses nothing checkpointed; a
+    power cut may)."""
+
+    enabled: bool = True
+    dir: str = ""
+    fsync: Fsync = "turn"
+
+
+def default_dir() -> Path:
+    """``$XDG_DATA_HOME/dsh/sessions``, read now."""
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join("~", ".local", "share")
+    return Path(data_home).expanduser() / "dsh" / "sessions"
+
+
+def file_name(session_id: str) -> str:
+    """The file of ``session_id``: the id percent-encoded, hashed when it would be too long."""
+    name = quote(session_id, safe="")
+    if len(name) > 200:
+        digest = hashlib.sha256(session_id.encode()).hexdigest()[:16]
+        name = f"{name[:160]}~{digest}"
+    return f"{name}.jsonl"
+
+
+def read_session(path: Path, codec: EventCodec) -> list[SessionEvent]:
+    """The events stored in ``path``; a torn final line is ignored."""
+    lines = path.read_bytes().split(b"\n")
+    complete = lines[:-1]  # the last piece is empty, or a line torn by a crash
+    if not complete:
+        return []
+    parse_header(complete[0], path)
+    return decode_lines(complete[1:], codec, path)
+
+
+def _summary(path: Path, updated: float) -> SessionSummary | None:
+    """What the header of ``path`` says; ``None`` (and a warning) when it is unreadable."""
+    try:
+        with path.open("rb") as file:
+            header = parse_header(file.readline(), path)
+        return SessionSummary(
+            header["id"],
+            header["created"],
+            updated,
+            header["events"],
+            header["title"],
+            header.get("parent"),
+        )
+    except (OSError, DshError, KeyError) as exc:
+        log.warning("unreadable session file skipped", path=str(path), error=str(exc))
+        return None
+
+
+def list_sessions(directory: Path, query: str | None, limit: int) -> list[SessionSummary]:
+    """Sessions in ``directory``, most recently written first. Reads only file metadata and
+    the header lines of the files it returns (and of those it skips for ``query``)."""
+    try:
+        entries = [
+            (e.stat().st_mtime, e.path) for e in os.scandir(directory) if e.name.endswith(".jsonl")
+        ]
+    except FileNotFoundError:
+        return []
+    found: list[SessionSummary] = []
+    for updated, path in sorted(entries, reverse=True):
+        if len(found) >= limit:
+            break
+        summary = _summary(Path(path), updated)
+        if summary is not None and (query is None or query in summary.id or query in summary.title):
+            found.append(summary)
+    return found
+
+
+class JsonlStore:
+    """The JSONL session store. ``directory`` and ``fsync``, when given, win over the config
+    (for hosts and tests that place the store themselves)."""
+
+    def __init__(self, directory: str | Path | None = None, *, fsync: Fsync | None = None) -> None:
+        self._explicit_dir = None if directory is None else Path(directory)
+        self._explicit_fsync = fsync
+        self.directory: Path | None = None
+        self.fsync: Fsync = "turn"
+        self._codec = EventCodec()
+        self._files: dict[str, SessionFile] = {}
+
+    @hookimpl
+    def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
+        register(SECTION, JsonlConfig)
+
+    @hookimpl
+    def dsh_harness_start(self, harness: Harness) -> None:
+        config = harness.config.section(SECTION, JsonlConfig)
+        self._codec = harness.events
+        self.fsync = self._explicit_fsync or config.fsync
+        if not config.enabled:
+            return
+        configured = Path(os.path.expandvars(config.dir)).expanduser() if config.dir else None
+        self.directory = self._explicit_dir or configured or default_dir()
+
+    @hookimpl
+    def dsh_harness_stop(self) -> None:
+        for file in self._files.values():
+            file.close()
+        self._files.clear()
+
+    @hookimpl
+    def dsh_session_created(self, session: Session) -> None:
+        if self.directory is not None:
+            path = self.directory / file_name(session.id)
+            self._files[session.id] = SessionFile(path, session, self._codec)
+
+    @hookimpl
+    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        file = self._files.get(session.id)
+        if file is not None:
+            file.pending.append(event)
+
+    @hookimpl
+    def dsh_session_checkpoint(self, session: Session) -> Awaitable[None] | None:
+        # A plain function: an ``async def`` would cost a task per call, twice per step.
+        file = self._files.get(session.id)
+        if file is None:
+            return None
+        file.write()
+        return asyncio.to_thread(file.fsync) if self.fsync == "checkpoint" else None
+
+    @hookimpl
+    async def dsh_session_flush(self, session: Session) -> None:
+        file = self._files.get(session.id)
+        if file is None:
+            return
+        file.write()
+        file.sync_count()
+        if self.fsync != "never":
+            await asyncio.to_thread(file.fsync)
+
+    @hookimpl
+    def dsh_session_load(self, session_id: str) -> list[SessionEvent] | None:
+        if self.directory is None:
+            return None
+        path = self.directory / file_name(session_id)
+        if not path.is_file():
+            return None
+        return read_session(path, self._codec)
+
+    @hookimpl
+    def dsh_session_list(self, query: str | None, limit: int) -> list[SessionSummary] | None:
+        if self.directory is None:
+            return None
+        return list_sessions(self.directory, query, limit)

@@ -1,0 +1,206 @@
+"""The JSONL session file: a header line, then one event per line (or one packed run of deltas).
+
+Lines are written by the core converter (``harness.events.encode``) as compact JSON. Only lines
+that end with a newline count: a final line without one was torn by a crash mid-write and is
+ignored. Any other line that does not decode is an error naming the file and the line.
+
+A run of streamed deltas of one block (``assistant/chunk`` events carrying ``text-delta``,
+``reasoning-delta`` or ``tool-call-delta`` chunks of the same turn, step, index and call id) is
+written as one *packed* line with the deltas' texts and times side by side; it unpacks to exactly
+the events that were packed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsh.chunks import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
+from dsh.content import text_of
+from dsh.converter import EventCodec
+from dsh.errors import DshError
+from dsh.events import AssistantChunk, SessionEvent, UserMessage
+from dsh.session import Session
+
+__all__ = [
+    "COUNT_WIDTH",
+    "FORMAT",
+    "VERSION",
+    "Header",
+    "decode_lines",
+    "encode_events",
+    "header_line",
+    "parse_header",
+    "title_of",
+]
+
+FORMAT = "dsh-session"
+VERSION = 1
+#: The event count closes the header, right-aligned in this many characters, so that it can be
+#: rewritten in place (JSON allows the padding spaces).
+COUNT_WIDTH = 12
+_COUNT_KEY = b',"events":'
+_TITLE_CHARS = 120
+
+dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
+Header = dict[str, Any]
+
+
+def title_of(events: Sequence[SessionEvent]) -> str:
+    """The first line of the first user message's text (shortened), or ``""``."""
+    for event in events:
+        if isinstance(event.data, UserMessage):
+            line = text_of(event.data.content).strip().split("\n", 1)[0]
+            return line[:_TITLE_CHARS]
+    return ""
+
+
+def header_line(session: Session, title: str, count: int) -> bytes:
+    """The first line of a session file."""
+    fields: Header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "id": session.id,
+        "created": session.created,
+        "cwd": session.cwd,
+        "title": title,
+    }
+    if session.parent is not None:
+        fields["parent"] = session.parent
+    return f"{dumps(fields)[:-1]}{_COUNT_KEY.decode()}{count:>{COUNT_WIDTH}}}}\n".encode()
+
+
+def count_offset(line: bytes) -> int | None:
+    """Where the event count of header ``line`` starts, if it closes the header as written."""
+    start = len(line) - 2 - COUNT_WIDTH
+    if line.endswith(b"}\n") and line[start - len(_COUNT_KEY) : start] == _COUNT_KEY:
+        return start
+    return None
+
+
+def parse_header(line: bytes, path: Path) -> Header:
+    """The header fields of ``line`` (the first line of ``path``)."""
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise DshError(f"{path}:1: not a dsh session file (no {FORMAT!r} header)")
+    if header.get("version", 0) > VERSION:
+        raise DshError(
+            f"{path}:1: session format version {header['version']} is newer than this dsh "
+            f"reads ({VERSION}); upgrade dsh"
+        )
+    return header
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+_PACKED: dict[type, str] = {
+    TextDelta: "text-delta",
+    ReasoningDelta: "reasoning-delta",
+    ToolCallDelta: "tool-call-delta",
+}
+
+
+def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
+    """What deltas must share to be packed together; ``None`` for events that never pack."""
+    if event.type != "assistant/chunk":
+        return None
+    data = event.data
+    chunk = data.chunk
+    kind = type(chunk)
+    if kind is TextDelta or kind is ReasoningDelta:
+        return (kind, data.turn, data.step, chunk.index)
+    if kind is ToolCallDelta and chunk.name is None:
+        return (kind, data.turn, data.step, chunk.index, chunk.id)
+    return None
+
+
+def _delta_text(chunk: TextDelta | ReasoningDelta | ToolCallDelta) -> str:
+    return chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text
+
+
+def _packed(run: Sequence[SessionEvent]) -> str:
+    first = run[0].data
+    row: dict[str, Any] = {
+        "packed": _PACKED[type(first.chunk)],
+        "seq": run[0].seq,
+        "turn": first.turn,
+        "step": first.step,
+        "index": first.chunk.index,
+        "times": [e.time for e in run],
+        "texts": [_delta_text(e.data.chunk) for e in run],
+    }
+    if isinstance(first.chunk, ToolCallDelta):
+        row["id"] = first.chunk.id
+    return dumps(row)
+
+
+def encode_events(events: Sequence[SessionEvent], codec: EventCodec) -> str:
+    """``events`` as lines (each ending with a newline), runs of two or more deltas packed."""
+    lines: list[str] = []
+    encode = codec.encode
+    position, end = 0, len(events)
+    while position < end:
+        event = events[position]
+        key = _run_key(event)
+        stop = position + 1
+        if key is not None:
+            while stop < end and _run_key(events[stop]) == key:
+                stop += 1
+        if stop - position > 1:
+            lines.append(_packed(events[position:stop]))
+        else:
+            lines.append(dumps(encode(event)))
+        position = stop
+    lines.append("")
+    return "\n".join(lines)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def _unpack(row: dict[str, Any]) -> Iterator[SessionEvent]:
+    kind, seq, turn, step, index = (row[k] for k in ("packed", "seq", "turn", "step", "index"))
+    for offset, (time, text) in enumerate(zip(row["times"], row["texts"], strict=True)):
+        chunk: StreamChunk
+        if kind == "text-delta":
+            chunk = TextDelta(index, text)
+        elif kind == "reasoning-delta":
+            chunk = ReasoningDelta(index, text)
+        else:
+            chunk = ToolCallDelta(index, row["id"], text)
+        yield SessionEvent("assistant/chunk", seq + offset, time, AssistantChunk(turn, step, chunk))
+
+
+def _decode_line(line: bytes, codec: EventCodec) -> list[SessionEvent]:
+    raw = json.loads(line)
+    if "packed" in raw:
+        if raw["packed"] not in _PACKED.values():
+            raise ValueError(f"unknown packed run {raw['packed']!r}")
+        return list(_unpack(raw))
+    return [codec.decode(raw)]
+
+
+def decode_lines(
+    lines: Sequence[bytes], codec: EventCodec, path: Path, first_line: int = 2
+) -> list[SessionEvent]:
+    """The events of complete event ``lines`` (``first_line`` is the number of the first)."""
+    events: list[SessionEvent] = []
+    for number, line in enumerate(lines, first_line):
+        try:
+            decoded = _decode_line(line, codec)
+        except Exception as exc:
+            raise DshError(f"{path}:{number}: corrupt session event line: {exc}") from exc
+        for event in decoded:
+            if event.seq != len(events):
+                raise DshError(
+                    f"{path}:{number}: expected the event with seq {len(events)}, "
+                    f"found seq {event.seq}"
+                )
+            events.append(event)
+    return events

@@ -99,7 +99,10 @@ def confine(path: str, workspace: Path) -> Path:
     if not _within(lexical, root, workspace):
         how = "is an absolute path" if given.is_absolute() else "climbs out with '..'"
         raise ToolError(_outside(path, root, f"{how} outside it"), "OUTSIDE_WORKSPACE")
-    resolved = lexical.resolve()
+    try:
+        resolved = lexical.resolve()
+    except RuntimeError as exc:  # Python < 3.13 on a symlink loop
+        raise ToolError(f"path {path!r} is a symbolic link loop", "BAD_PATH") from exc
     if not resolved.is_relative_to(root):
         how = f"leads outside it through a symbolic link (to {resolved})"
         raise ToolError(_outside(path, root, how), "OUTSIDE_WORKSPACE")

@@ -7,6 +7,7 @@ import enum
 import json
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -687,6 +688,13 @@ def test_confine_keeps_paths_inside_the_workspace(tmp_path: Path) -> None:
         assert info.value.code == "OUTSIDE_WORKSPACE"
         assert how in info.value.message
         assert f"the workspace is {root.resolve()}" in info.value.message
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="3.13 resolves loops without raising")
+def test_confine_refuses_symlink_loops(tmp_path: Path) -> None:
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    with pytest.raises(ToolError, match="'loop/x' is a symbolic link loop"):
+        confine("loop/x", tmp_path)
 
 
 def test_confine_accepts_paths_spelled_through_a_symlinked_workspace(tmp_path: Path) -> None:

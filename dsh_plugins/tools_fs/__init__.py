@@ -1,0 +1,129 @@
+"""``tools_fs``: file tools confined to the agent's workspace.
+
+``read_file(path, offset, limit)``, ``write_file(path, content)``, ``edit_file(path, old, new)``,
+``list_dir(path)``, ``glob(pattern)`` and ``grep(pattern, path)``. Every path is resolved inside
+the workspace (``AgentOptions.workspace``, default the current directory) with
+:func:`dsh.tools.confine`: ``..``, absolute paths elsewhere and symbolic links that lead outside
+are refused. The read-only tools are ``concurrency_safe`` and declare ``effect="read"``; the
+writers declare ``effect="write"``. Caps come from config section ``tools_fs``; see
+``docs/plugins/tools_fs.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dsh.markers import hookimpl
+from dsh.tooldef import tool
+from dsh.tools import Tool, ToolExecution, confine
+from dsh_plugins.tools_fs import files
+from dsh_plugins.tools_fs.config import SECTION, FsConfig
+
+if TYPE_CHECKING:
+    from dsh.harness import Harness
+
+__all__ = ["FsConfig", "FsToolsPlugin", "make_tools"]
+
+
+def make_tools(config: FsConfig) -> list[Tool]:
+    """The six file tools, with the caps of ``config``."""
+
+    @tool(effect="read", concurrency_safe=True)
+    async def read_file(
+        path: str, offset: int = 1, limit: int | None = None, *, execution: ToolExecution
+    ) -> str:
+        """Read a text file in the workspace. Each line is prefixed with its number and a tab
+        (the prefix is not part of the file). Long files are read in parts: the result says
+        which offset to continue from.
+
+        Args:
+            path: The file, relative to the workspace root.
+            offset: The first line to read, counting from 1.
+            limit: The most lines to return (capped by the configuration).
+        """
+        root = execution.workspace
+        target = confine(path, root)
+        name = files.display(target, root)
+        return await asyncio.to_thread(files.read_text, target, name, offset, limit, config)
+
+    @tool(effect="write")
+    async def write_file(path: str, content: str, *, execution: ToolExecution) -> str:
+        """Create a file in the workspace, or replace all of its content. Parent directories
+        are created as needed. Prefer edit_file to change part of an existing file.
+
+        Args:
+            path: The file, relative to the workspace root.
+            content: The complete new content of the file.
+        """
+        root = execution.workspace
+        target = confine(path, root)
+        return await asyncio.to_thread(
+            files.write_text, target, files.display(target, root), content
+        )
+
+    @tool(effect="write")
+    async def edit_file(path: str, old: str, new: str, *, execution: ToolExecution) -> str:
+        """Replace one exact piece of text in a file. ``old`` must occur exactly once in the
+        file, whitespace and indentation included; add surrounding lines to make it unique.
+
+        Args:
+            path: The file, relative to the workspace root.
+            old: The exact text to replace.
+            new: The text to put in its place.
+        """
+        root = execution.workspace
+        target = confine(path, root)
+        name = files.display(target, root)
+        return await asyncio.to_thread(files.edit_text, target, name, old, new)
+
+    @tool(effect="read", concurrency_safe=True)
+    async def list_dir(path: str = ".", *, execution: ToolExecution) -> str:
+        """List a directory in the workspace; directory names end with a slash.
+
+        Args:
+            path: The directory, relative to the workspace root.
+        """
+        root = execution.workspace
+        target = confine(path, root)
+        name = files.display(target, root)
+        return await asyncio.to_thread(files.list_entries, target, name, config)
+
+    @tool(effect="read", concurrency_safe=True)
+    async def glob(pattern: str, *, execution: ToolExecution) -> str:
+        """Find paths in the workspace by glob pattern: ``*`` and ``?`` match within one path
+        segment, ``**`` matches any number of directories (e.g. ``src/**/*.py``).
+
+        Args:
+            pattern: The pattern, relative to the workspace root.
+        """
+        return await asyncio.to_thread(files.glob_paths, execution.workspace, pattern, config)
+
+    @tool(effect="read", concurrency_safe=True)
+    async def grep(pattern: str, path: str = ".", *, execution: ToolExecution) -> str:
+        """Search text files for lines matching a regular expression (Python syntax). Results
+        are ``path:line:text``; binary files are skipped.
+
+        Args:
+            pattern: The regular expression.
+            path: A file, or a directory searched recursively, relative to the workspace root.
+        """
+        root = execution.workspace
+        target = confine(path, root)
+        return await asyncio.to_thread(files.grep_paths, root, target, pattern, config)
+
+    return [read_file, write_file, edit_file, list_dir, glob, grep]
+
+
+class FsToolsPlugin:
+    """Registers the file tools and their config section."""
+
+    @hookimpl
+    def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
+        register(SECTION, FsConfig)
+
+    @hookimpl
+    def dsh_register_tools(self, register: Callable[..., Any], harness: Harness) -> None:
+        for fs_tool in make_tools(harness.config.section(SECTION, FsConfig)):
+            register(fs_tool)

@@ -18,7 +18,12 @@ __all__ = [
     "CORE_EVENT_TYPES",
     "AssistantChunk",
     "AssistantMessage",
+    "CompactionEnd",
+    "CompactionPrune",
+    "CompactionStart",
+    "CompactionSummary",
     "ContextMessage",
+    "ElidedResult",
     "ErrorEvent",
     "QueuedMessage",
     "SeedEnd",
@@ -103,7 +108,10 @@ class TurnStart:
 
 @frozen
 class TurnCompleted:
+    """The turn ran to its end; ``reason`` says why when a plugin stopped it (a budget)."""
+
     type: ClassVar[str] = "completed"
+    reason: str | None = None
 
 
 @frozen
@@ -163,10 +171,13 @@ class AssistantChunk:
 
 @frozen
 class AssistantMessage:
+    """What the model answered in one step; ``model`` is the model id the request named."""
+
     turn: int
     step: int
     content: tuple[Block, ...]
     usage: TokenUsage | None = None
+    model: str | None = None
 
 
 @frozen
@@ -196,6 +207,46 @@ class ErrorEvent:
     code: str | None = None
 
 
+@frozen
+class CompactionStart:
+    """A compaction began: ``reason`` is ``threshold``, ``overflow`` or ``manual``."""
+
+    turn: int
+    reason: str
+    tokens_before: int
+
+
+@frozen
+class ElidedResult:
+    call_id: str
+    note: str
+
+
+@frozen
+class CompactionPrune:
+    """Old tool results whose content the model now sees as a short note instead."""
+
+    elided: tuple[ElidedResult, ...]
+
+
+@frozen
+class CompactionSummary:
+    """Everything the model saw from events before ``replaces_upto`` is now ``summary``."""
+
+    replaces_upto: int
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    usage: TokenUsage | None = None
+    model: str | None = None
+
+
+@frozen
+class CompactionEnd:
+    tokens_after: int
+    error: str | None = None
+
+
 CORE_EVENT_TYPES: dict[str, type[Any]] = {
     "user/message": UserMessage,
     "inbox/queued": QueuedMessage,
@@ -211,4 +262,8 @@ CORE_EVENT_TYPES: dict[str, type[Any]] = {
     "tool/call": ToolCallEvent,
     "tool/result": ToolResultEvent,
     "error": ErrorEvent,
+    "compaction/start": CompactionStart,
+    "compaction/prune": CompactionPrune,
+    "compaction/summary": CompactionSummary,
+    "compaction/end": CompactionEnd,
 }

@@ -77,12 +77,35 @@ class Harness:
         self.system_prompt = SystemPrompt(self.hooks, self.tools)
         self.agent_loop = AgentLoop(self)
         self.commands: dict[str, Command] = {}
+        #: Services plugins offer to hosts, reachable as attributes (``harness.compaction``).
+        self.services: dict[str, Any] = {}
         #: How the loop waits before a retry; tests pass a fake that records and returns.
         self.sleep = sleep
         self._host_plugins = list(plugins)
         self._load_entrypoints = load_entrypoints
         self.loaded = False
         self.started = False
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names that are not regular attributes: plugin services.
+        services = self.__dict__.get("services", {})
+        if name in services:
+            return services[name]
+        raise AttributeError(
+            f"'Harness' has no attribute {name!r}"
+            + (f" (plugin services: {', '.join(sorted(services))})" if services else "")
+        )
+
+    def add_service(self, name: str, service: Any) -> Callable[[], None]:
+        """Offer ``service`` to hosts as ``harness.<name>``; returns its disposer."""
+        if name in self.services or name in self.__dict__ or hasattr(type(self), name):
+            raise DshError(f"harness attribute {name!r} is already taken")
+        self.services[name] = service
+
+        def dispose() -> None:
+            self.services.pop(name, None)
+
+        return dispose
 
     async def __aenter__(self) -> Harness:
         await self.start()

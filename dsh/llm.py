@@ -6,21 +6,33 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from dsh.chunks import StreamChunk
+from attrs import frozen
+
+from dsh.assembler import AssembledMessage, BlockAssembler
+from dsh.chunks import FinishAborted, FinishError, StreamChunk
 from dsh.errors import LlmError
 from dsh.request import LlmRequest
 
 if TYPE_CHECKING:
     from dsh.hooks import Hooks
 
-__all__ = ["LlmAdapter", "LlmService"]
+__all__ = ["LlmAdapter", "LlmService", "ModelInfo"]
+
+
+@frozen
+class ModelInfo:
+    """What an adapter knows about a model (``None``: unknown)."""
+
+    context_window: int | None = None
+    max_output_tokens: int | None = None
 
 
 @runtime_checkable
 class LlmAdapter(Protocol):
     """What an adapter must offer: one provider attempt per ``stream`` call.
 
-    Adapters may also define ``async aclose()`` (awaited at harness stop).
+    Adapters may also define ``async aclose()`` (awaited at harness stop) and
+    ``model_info(model_id) -> ModelInfo | None``.
     """
 
     def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]: ...
@@ -67,6 +79,13 @@ class LlmService:
             )
         return found[0]
 
+    def model_info(self, model: str) -> ModelInfo | None:
+        """What the adapter serving ``model`` says about it, if it says anything."""
+        found = self._adapters.get(model)
+        describe: Any = getattr(found[0], "model_info", None) if found else None
+        info: ModelInfo | None = describe(model) if describe is not None else None
+        return info
+
     def adapters(self) -> list[LlmAdapter]:
         """Each registered adapter once."""
         unique: dict[int, LlmAdapter] = {}
@@ -77,6 +96,23 @@ class LlmService:
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
         """The chunk stream for ``request``, through the ``dsh_llm_stream`` middleware."""
         return await self._hooks.llm_stream(request, self._terminal)
+
+    async def complete(self, request: LlmRequest) -> AssembledMessage:
+        """Stream ``request`` and fold it: for one-shot callers (summaries, titles) that do
+        not log chunks. An in-band ``finish{error|aborted}`` is raised as ``LlmError``."""
+        stream = await self.stream(request)
+        assembler = BlockAssembler()
+        try:
+            async for chunk in stream:
+                assembler.push(chunk)
+        finally:
+            close: Any = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+        result = assembler.result()
+        if isinstance(result.finish, FinishError | FinishAborted):
+            raise LlmError(result.finish.failure)
+        return result
 
     def _terminal(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
         return self.adapter_for(request.model).stream(request)

@@ -325,7 +325,7 @@ class LoopAgent:
                 Continuation(outcome.proceed, "tool calls or steering" if outcome.proceed else ""),
             )
             if not decision.proceed and not self.inbox.has_steering:
-                return TurnCompleted()
+                return TurnCompleted(decision.reason or None)
 
     async def _run_step(self, turn: int, step: int) -> _StepOutcome | TurnEndReason:
         """Run one step in its own task, so that abort and dispose can cancel just the step."""
@@ -383,18 +383,18 @@ class LoopAgent:
 
     # -- inside the step task ----------------------------------------------------------------
     async def _step(self, turn: int, step: int) -> _StepOutcome:
-        result = await self._call_model(turn, step)
+        result, model = await self._call_model(turn, step)
         message = await self._hooks.agent_step_result(self, turn, step, result.message)
-        self.session.append(
-            "assistant/message", AssistantMessage(turn, step, message.content, result.usage)
-        )
+        data = AssistantMessage(turn, step, message.content, result.usage, model)
+        self.session.append("assistant/message", data)
         calls = [block for block in message.content if isinstance(block, ToolCall)]
         await ToolDispatch(self, turn, step, self._max_parallel_tools).run(calls)
         steered = self._deliver_steering(turn)
         return _StepOutcome(bool(calls) or steered, isinstance(result.finish, FinishMaxTokens))
 
-    async def _call_model(self, turn: int, step: int) -> AssembledMessage:
-        """Stream the request; ask ``dsh_agent_request_error`` after each failed attempt."""
+    async def _call_model(self, turn: int, step: int) -> tuple[AssembledMessage, str]:
+        """Stream the request; ask ``dsh_agent_request_error`` after each failed attempt.
+        Returns what the model said and the model id the final request named."""
         attempt = 0
         while True:
             attempt += 1
@@ -407,7 +407,7 @@ class LoopAgent:
             else:
                 found = _failure_of(result)
                 if found is None:
-                    return result
+                    return result, request.model
                 failure = found
             retry = await self._hooks.agent_request_error(self, turn, step, failure, attempt)
             if retry is None:

@@ -27,6 +27,8 @@ from dsh.content import (
 from dsh.errors import DshError
 from dsh.events import (
     AssistantMessage,
+    CompactionPrune,
+    CompactionSummary,
     ContextMessage,
     SessionEvent,
     SteeringMessage,
@@ -38,7 +40,14 @@ if TYPE_CHECKING:
     from dsh.converter import EventCodec
     from dsh.hooks import Hooks
 
-__all__ = ["Session", "SessionStore", "SessionSummary", "context_message", "source_label"]
+__all__ = [
+    "Session",
+    "SessionStore",
+    "SessionSummary",
+    "context_message",
+    "source_label",
+    "summary_message",
+]
 
 
 def source_label(source: MessageSource) -> str:
@@ -54,6 +63,29 @@ def context_message(content: tuple[Block, ...], source: MessageSource) -> Messag
     """How injected context reaches the model: a user message tagged with where it came from."""
     opening = Text(f'<context source="{source_label(source)}">')
     return Message("user", (opening, *content, Text("</context>")))
+
+
+def summary_message(summary: str) -> Message:
+    """How a compaction summary reaches the model."""
+    return Message(
+        "user",
+        (Text(f"<summary of the earlier conversation>\n{summary}\n</summary>"),),
+    )
+
+
+def _elide(message: Message, notes: dict[str, str]) -> Message:
+    """``message`` with the content of the tool results named in ``notes`` replaced."""
+    if not any(isinstance(b, ToolResult) and b.tool_call_id in notes for b in message.content):
+        return message
+    return Message(
+        message.role,
+        tuple(
+            ToolResult(b.tool_call_id, (Text(notes[b.tool_call_id]),), b.is_error)
+            if isinstance(b, ToolResult) and b.tool_call_id in notes
+            else b
+            for b in message.content
+        ),
+    )
 
 
 def _project(event: SessionEvent) -> Message | None:
@@ -114,7 +146,7 @@ class Session:
             self._events.append(event)
         self.persisted = persisted
         self._hooks = hooks
-        self._derived: list[Message] = []
+        self._derived: list[tuple[int, Message]] = []
         self._derived_upto = 0
 
     @property
@@ -137,12 +169,26 @@ class Session:
         """The model-visible history projected from the log.
 
         The projection is a fold over an append-only log, so it is computed incrementally.
+        Compaction events rewrite what was derived before them: a summary replaces the
+        messages of earlier events, a prune replaces old tool results by a note.
         """
+        return tuple(message for _, message in self.history())
+
+    def history(self) -> tuple[tuple[int, Message], ...]:
+        """The derived messages, each with the seq of the event it came from."""
         derived = self._derived
         for event in itertools.islice(self._events, self._derived_upto, None):
-            message = _project(event)
-            if message is not None:
-                derived.append(message)
+            data = event.data
+            if isinstance(data, CompactionSummary):
+                kept = [(seq, m) for seq, m in derived if seq >= data.replaces_upto]
+                derived[:] = [(event.seq, summary_message(data.summary)), *kept]
+            elif isinstance(data, CompactionPrune):
+                notes = {e.call_id: e.note for e in data.elided}
+                derived[:] = [(seq, _elide(m, notes)) for seq, m in derived]
+            else:
+                message = _project(event)
+                if message is not None:
+                    derived.append((event.seq, message))
         self._derived_upto = len(self._events)
         return tuple(derived)
 

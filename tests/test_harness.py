@@ -71,3 +71,18 @@ async def test_agent_registry_disposer_is_idempotent(harness: Harness) -> None:
     await agent.dispose()
     assert harness.agents.get("a") is None
     agent._unregister()
+
+
+async def test_plugin_services_are_harness_attributes(harness: Harness) -> None:
+    service = object()
+    dispose = harness.add_service("things", service)
+    assert harness.things is service
+    with pytest.raises(DshError, match="already taken"):
+        harness.add_service("things", object())
+    with pytest.raises(DshError, match="already taken"):
+        harness.add_service("llm", object())
+    with pytest.raises(AttributeError, match=r"no attribute 'nope' \(plugin services: things\)"):
+        _ = harness.nope
+    dispose()
+    with pytest.raises(AttributeError, match=r"no attribute 'things'$"):
+        _ = harness.things

@@ -629,7 +629,7 @@ async def test_continuation_can_force_stop(harness: Harness) -> None:
     agent.send("go")
     await agent.wait_idle()
     assert kinds(agent.session.events).count("step/start") == 1
-    assert turn_end_reason(agent) == TurnCompleted()
+    assert turn_end_reason(agent) == TurnCompleted("budget")
 
 
 async def test_turn_numbers_continue_from_a_seeded_session(harness: Harness) -> None:

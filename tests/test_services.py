@@ -304,3 +304,35 @@ async def test_agent_registry(harness: Harness) -> None:
     assert repr(agent) == "<LoopAgent 'a' idle>"
     with pytest.raises(DshError, match="already exists"):
         harness.agents.register(agent)
+
+
+async def test_complete_folds_a_stream_and_raises_in_band_failures() -> None:
+    from dsh.testing import error_response
+
+    class Plain:
+        """A stream object without ``aclose``."""
+
+        def __init__(self) -> None:
+            self.chunks = iter(text_response("plain"))
+
+        def __aiter__(self) -> Plain:
+            return self
+
+        async def __anext__(self) -> StreamChunk:
+            for chunk in self.chunks:
+                return chunk
+            raise StopAsyncIteration
+
+    class PlainStreams:
+        @hookimpl
+        def dsh_llm_stream(self, request: LlmRequest, call_next: Any) -> Any:
+            return Plain() if request.model == "plain" else call_next(request)
+
+    async with Harness(load_entrypoints=False, plugins=[PlainStreams()]) as h:
+        h.llm.register_adapter(
+            ["m"], ScriptedAdapter([text_response("hi"), error_response("X", "no")])
+        )
+        assert (await h.llm.complete(LlmRequest("m", ()))).message.content == (Text("hi"),)
+        with pytest.raises(LlmError, match="X: no"):
+            await h.llm.complete(LlmRequest("m", ()))
+        assert (await h.llm.complete(LlmRequest("plain", ()))).message.content == (Text("plain"),)

@@ -1,0 +1,162 @@
+"""Budgets: stop a turn before it runs away.
+
+A ``dsh_agent_turn_continuation`` implementation with limits on steps per turn and on tokens and
+cost per turn and per session. Prices are per model, per million tokens, with cache reads (and
+writes) priced separately. When a limit is reached the turn stops: a ``budget/exceeded`` event
+says which limit, and ``turn/end`` carries the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from attrs import define, field, frozen
+
+from dsh import Continuation, Stop, hookimpl
+from dsh.chunks import TokenUsage
+from dsh.events import SessionEvent
+from dsh.harness import Harness
+from dsh.loop import LoopAgent
+from dsh.session import Session
+
+__all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
+
+
+@frozen
+class Price:
+    """US dollars per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    def cost(self, usage: TokenUsage) -> float:
+        return (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_read_tokens * self.cache_read
+            + usage.cache_write_tokens * self.cache_write
+        ) / 1_000_000
+
+
+@frozen
+class BudgetsConfig:
+    """Section ``budgets``; every limit is off unless set."""
+
+    max_steps_per_turn: int | None = None
+    max_tokens_per_turn: int | None = None
+    max_tokens_per_session: int | None = None
+    max_cost_per_turn: float | None = None
+    max_cost_per_session: float | None = None
+    prices: dict[str, Price] = field(factory=dict)
+
+
+@frozen
+class BudgetExceeded:
+    """Data of ``budget/exceeded``."""
+
+    turn: int
+    limit: str
+    value: float
+    maximum: float
+
+
+@define
+class _Spend:
+    """What one session spent, in total and in its current turn."""
+
+    turn: int = 0
+    steps: int = 0
+    turn_tokens: int = 0
+    turn_cost: float = 0.0
+    tokens: int = 0
+    cost: float = 0.0
+
+
+def _tokens(usage: TokenUsage) -> int:
+    return (
+        usage.input_tokens
+        + usage.output_tokens
+        + usage.cache_read_tokens
+        + usage.cache_write_tokens
+    )
+
+
+class BudgetsPlugin:
+    def __init__(self) -> None:
+        self.config = BudgetsConfig()
+        self._spend: dict[str, _Spend] = {}
+
+    @hookimpl
+    def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
+        register("budgets", BudgetsConfig)
+
+    @hookimpl
+    def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
+        register("budget/exceeded", BudgetExceeded)
+
+    @hookimpl
+    def dsh_harness_start(self, harness: Harness) -> None:
+        self.config = harness.config.section("budgets", BudgetsConfig)
+
+    @hookimpl
+    def dsh_session_created(self, session: Session) -> None:
+        """A resumed or forked session starts with what its seed already spent."""
+        self._spend[session.id] = spend = _Spend()
+        for event in session.events:
+            self._account(spend, event)
+
+    @hookimpl
+    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        spend = self._spend.get(session.id)
+        if spend is not None:
+            self._account(spend, event)
+
+    def _account(self, spend: _Spend, event: SessionEvent) -> None:
+        kind = event.type
+        if kind == "turn/start":
+            spend.turn, spend.steps, spend.turn_tokens, spend.turn_cost = event.data.turn, 0, 0, 0.0
+        elif kind == "step/start":
+            spend.steps += 1
+        elif kind in ("assistant/message", "compaction/summary") and event.data.usage:
+            usage: TokenUsage = event.data.usage
+            cost = self._cost(event.data.model, usage)
+            spend.turn_tokens += _tokens(usage)
+            spend.tokens += _tokens(usage)
+            spend.turn_cost += cost
+            spend.cost += cost
+
+    def _cost(self, model: str | None, usage: TokenUsage) -> float:
+        price = self.config.prices.get(model or "")
+        return price.cost(usage) if price is not None else 0.0
+
+    def spent(self, session_id: str) -> _Spend | None:
+        """What a session spent so far (``None`` for sessions this plugin never saw)."""
+        return self._spend.get(session_id)
+
+    @hookimpl(trylast=True)
+    def dsh_agent_turn_continuation(
+        self, agent: LoopAgent, turn: int, decision: Continuation
+    ) -> Stop[Continuation] | None:
+        """Force-stop a turn that wants another step but has reached a limit."""
+        spend = self._spend.get(agent.session.id)
+        if not decision.proceed or spend is None:
+            return None
+        for limit, value, maximum in self._limits(spend):
+            if maximum is not None and value >= maximum:
+                agent.session.append("budget/exceeded", BudgetExceeded(turn, limit, value, maximum))
+                reason = f"budget: {limit} reached ({value:g} of {maximum:g})"
+                return Stop(Continuation(False, reason))
+        return None
+
+    def _limits(self, spend: _Spend) -> list[tuple[str, float, float | None]]:
+        config = self.config
+        return [
+            ("max_steps_per_turn", spend.steps, config.max_steps_per_turn),
+            ("max_tokens_per_turn", spend.turn_tokens, config.max_tokens_per_turn),
+            ("max_cost_per_turn", spend.turn_cost, config.max_cost_per_turn),
+            ("max_tokens_per_session", spend.tokens, config.max_tokens_per_session),
+            ("max_cost_per_session", spend.cost, config.max_cost_per_session),
+        ]

@@ -1,0 +1,259 @@
+"""Compaction: keep long conversations inside the model's context window.
+
+A ``dsh_agent_request`` implementation. When a request's calibrated token estimate passes the
+threshold (the context window minus a reserve for the answer), it first prunes old tool results
+(their content replaced by a note saying what was elided); if that is not enough, it summarises
+the older part of the conversation with a model call and replaces it with the summary. The
+recent tail is kept verbatim, and a cut never separates a tool call from its result.
+
+Everything is logged (``compaction/start``, ``compaction/prune``, ``compaction/summary``,
+``compaction/end``) and ``Session.derive_messages()`` applies it, so the model sees exactly what
+the log says and a resumed session sees the same. On ``CONTEXT_WINDOW_EXCEEDED`` the step is
+compacted and retried once. ``await harness.compaction.compact(agent)`` compacts on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from attrs import evolve, field, frozen
+
+from dsh import Retry, hookimpl
+from dsh.chunks import LlmFailure, TokenUsage
+from dsh.content import Message, Text, ToolResult, text_of
+from dsh.errors import DshError, LlmError
+from dsh.events import (
+    CompactionEnd,
+    CompactionPrune,
+    CompactionStart,
+    CompactionSummary,
+    ElidedResult,
+    SessionEvent,
+)
+from dsh.harness import Harness
+from dsh.loop import LoopAgent
+from dsh.request import LlmRequest
+from dsh.session import summary_message
+from dsh.tokens import TokenMeter, estimate_tokens, message_tokens
+
+__all__ = ["CompactionConfig", "CompactionPlugin"]
+
+SUMMARY_SYSTEM = (
+    "You compress conversations between a user and an AI agent so the agent can continue "
+    "the work without the full transcript."
+)
+SUMMARY_INSTRUCTION = (
+    "Summarise the conversation above for the agent that will continue it. Keep: the user's "
+    "requests and constraints (quote the latest request verbatim), decisions made, facts "
+    "learned from tool results (file names, values, errors), work done and work remaining. "
+    "Be concise; write only the summary."
+)
+
+
+@frozen
+class CompactionConfig:
+    """Section ``compaction``.
+
+    The threshold is the context window minus ``reserve_tokens``; the window comes from
+    ``context_windows[model]``, else ``context_window``, else the adapter's model info, else
+    ``default_context_window``.
+    """
+
+    enabled: bool = True
+    context_window: int | None = None
+    context_windows: dict[str, int] = field(factory=dict)
+    default_context_window: int = 128_000
+    reserve_tokens: int = 16_384
+    keep_recent_tokens: int = 20_000
+    prune_min_chars: int = 400
+    summary_model: str | None = None
+    summary_max_tokens: int = 4_096
+
+
+def choose_cut(history: Sequence[tuple[int, Message]], keep_recent_tokens: int) -> int:
+    """Where the kept tail starts: an index into ``history``.
+
+    The tail holds at least ``keep_recent_tokens`` (or everything). The cut never lands on a
+    tool-result message, so every call and its result stay on the same side. 0 means there is
+    nothing older to compact.
+    """
+    cut, kept = len(history), 0
+    while cut > 0 and kept < keep_recent_tokens:
+        cut -= 1
+        kept += message_tokens(history[cut][1])
+    while cut > 0 and _is_tool_result(history[cut][1]):
+        cut -= 1
+    return cut
+
+
+def _is_tool_result(message: Message) -> bool:
+    return any(isinstance(b, ToolResult) for b in message.content)
+
+
+def _elision_note(result: ToolResult) -> str:
+    size = sum(len(b.text) for b in result.content if isinstance(b, Text))
+    return (
+        f"[tool result elided by compaction: {size} characters; call the tool again if you need it]"
+    )
+
+
+class CompactionPlugin:
+    """Compacts agents' histories; also offered to hosts as ``harness.compaction``."""
+
+    def __init__(self) -> None:
+        self.meter = TokenMeter()
+        self.config = CompactionConfig()
+        self._harness: Harness | None = None
+        self._estimates: dict[str, tuple[str, int]] = {}  # session id -> (model, raw estimate)
+        self._overflowed: set[tuple[str, int, int]] = set()
+        self._forced: set[str] = set()
+
+    @hookimpl
+    def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
+        register("compaction", CompactionConfig)
+
+    @hookimpl
+    def dsh_harness_start(self, harness: Harness) -> None:
+        self._harness = harness
+        self.config = harness.config.section("compaction", CompactionConfig)
+        harness.add_service("compaction", self)
+
+    # -- thresholds ------------------------------------------------------------------------
+    def context_window(self, model: str) -> int:
+        config = self.config
+        if model in config.context_windows:
+            return config.context_windows[model]
+        if config.context_window is not None:
+            return config.context_window
+        info = self._harness.llm.model_info(model) if self._harness else None
+        if info is not None and info.context_window is not None:
+            return info.context_window
+        return config.default_context_window
+
+    def threshold(self, model: str) -> int:
+        return self.context_window(model) - self.config.reserve_tokens
+
+    # -- hooks -----------------------------------------------------------------------------
+    @hookimpl(trylast=True)
+    async def dsh_agent_request(
+        self, agent: LoopAgent, turn: int, request: LlmRequest
+    ) -> LlmRequest | None:
+        """Compact when the request would not fit (runs last: it sees the final request)."""
+        if not self.config.enabled or request.purpose is not None:
+            return None
+        forced = agent.id in self._forced
+        self._forced.discard(agent.id)
+        estimate = self.meter.estimate(request)
+        limit = self.threshold(request.model)
+        if estimate > limit or forced:
+            reason = "overflow" if forced else "threshold"
+            await self._compact(agent, turn, request, reason, limit)
+            request = evolve(request, messages=agent.session.derive_messages())
+        self._estimates[agent.session.id] = (request.model, estimate_tokens(request))
+        return request
+
+    @hookimpl
+    def dsh_session_event(self, session: Any, event: SessionEvent) -> None:
+        """Calibrate the meter from the usage each response reports."""
+        if event.type == "assistant/message" and event.data.usage is not None:
+            found = self._estimates.pop(session.id, None)
+            if found is not None:
+                self.meter.calibrate(found[0], found[1], event.data.usage)
+
+    @hookimpl
+    def dsh_agent_request_error(
+        self, agent: LoopAgent, turn: int, step: int, failure: LlmFailure
+    ) -> Retry | None:
+        """The context window overflowed: compact and retry the step, once."""
+        key = (agent.id, turn, step)
+        if failure.code != "CONTEXT_WINDOW_EXCEEDED" or key in self._overflowed:
+            return None
+        self._overflowed.add(key)
+        self._forced.add(agent.id)
+        return Retry(0.0)
+
+    # -- compaction --------------------------------------------------------------------------
+    async def compact(self, agent: LoopAgent) -> bool:
+        """Compact ``agent``'s history now, whatever its size. Returns whether anything was
+        compacted. Call it while the agent is idle (or from a hook)."""
+        if not agent.options.model:
+            raise DshError(f"agent {agent.id!r} has no model to summarise with")
+        request = LlmRequest(agent.options.model, agent.session.derive_messages())
+        before = len(agent.session)
+        turn = max((e.data.turn for e in agent.session.events if e.type == "turn/start"), default=0)
+        await self._compact(agent, turn, request, "manual", 0)
+        return any(
+            e.type in ("compaction/prune", "compaction/summary")
+            for e in agent.session.events[before:]
+        )
+
+    async def _compact(
+        self, agent: LoopAgent, turn: int, request: LlmRequest, reason: str, limit: int
+    ) -> None:
+        session = agent.session
+        before = self.meter.estimate(request)
+        session.append("compaction/start", CompactionStart(turn, reason, before))
+        history = session.history()
+        cut = choose_cut(history, self.config.keep_recent_tokens)
+        self._prune(agent, history[:cut])
+        after = self._estimate(request, session.derive_messages())
+        error: str | None = None
+        if cut > 0 and (after > limit or reason != "threshold"):
+            try:
+                after = await self._summarise(
+                    agent, request, session.history()[:cut], history[cut][0]
+                )
+            except (LlmError, DshError) as exc:
+                error = f"summary failed: {exc}"
+        session.append("compaction/end", CompactionEnd(after, error))
+
+    def _prune(self, agent: LoopAgent, head: Sequence[tuple[int, Message]]) -> None:
+        elided = tuple(
+            ElidedResult(block.tool_call_id, _elision_note(block))
+            for _, message in head
+            for block in message.content
+            if isinstance(block, ToolResult)
+            and sum(len(b.text) for b in block.content if isinstance(b, Text))
+            > self.config.prune_min_chars
+        )
+        if elided:
+            agent.session.append("compaction/prune", CompactionPrune(elided))
+
+    def _estimate(self, request: LlmRequest, messages: Sequence[Message]) -> int:
+        return self.meter.estimate(evolve(request, messages=tuple(messages)))
+
+    async def _summarise(
+        self,
+        agent: LoopAgent,
+        request: LlmRequest,
+        head: Sequence[tuple[int, Message]],
+        replaces_upto: int,
+    ) -> int:
+        model = self.config.summary_model or request.model
+        summary, usage = await self._summary_call(agent, model, [m for _, m in head])
+        session = agent.session
+        tail = [m for seq, m in session.history() if seq >= replaces_upto]
+        before = self._estimate(request, session.derive_messages())
+        after = self._estimate(request, [summary_message(summary), *tail])
+        data = CompactionSummary(replaces_upto, summary, before, after, usage, model)
+        session.append("compaction/summary", data)
+        return after
+
+    async def _summary_call(
+        self, agent: LoopAgent, model: str, head: list[Message]
+    ) -> tuple[str, TokenUsage | None]:
+        assert self._harness is not None
+        request = LlmRequest(
+            model=model,
+            messages=(*head, Message("user", (Text(SUMMARY_INSTRUCTION),))),
+            system=SUMMARY_SYSTEM,
+            max_tokens=self.config.summary_max_tokens,
+            session_id=agent.session.id,
+            purpose="compaction",
+        )
+        result = await self._harness.llm.complete(request)
+        summary = text_of(result.message.content).strip()
+        if not summary:
+            raise DshError("the model returned an empty summary")
+        return summary, result.usage

@@ -1,0 +1,118 @@
+"""Budgets: steps, tokens and cost per turn and per session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh import AgentOptions, Continuation, Harness, Tool
+from dsh.chunks import TokenUsage
+from dsh.events import TurnCompleted
+from dsh.request import ToolSchema
+from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_call_response
+from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin, Price
+from tests.helpers import of_type
+
+
+def endless_tool_loop(n: int = 50) -> list[Any]:
+    return [tool_call_response(f"c{i}", "noop", {}) for i in range(n)]
+
+
+async def make(budgets: dict[str, Any], *plugins: Any) -> tuple[Harness, BudgetsPlugin]:
+    plugin = BudgetsPlugin()
+    h = Harness(load_entrypoints=False, plugins=[plugin, *plugins], config={"budgets": budgets})
+    await h.start()
+
+    async def noop(args: Any, execution: Any) -> str:
+        return "ok"
+
+    h.tools.register(Tool(ToolSchema("noop", "does nothing"), noop))
+    return h, plugin
+
+
+async def run(h: Harness, script: list[Any], model: str = "m", agent_id: str = "a") -> Any:
+    h.llm.register_adapter([model], ScriptedAdapter(script))
+    agent = h.agent_loop.create(agent_id, AgentOptions(model=model))
+    agent.send("go")
+    await agent.wait_idle()
+    return agent
+
+
+async def test_a_tool_loop_stops_at_its_step_limit() -> None:
+    h, plugin = await make({"max_steps_per_turn": 3})
+    agent = await run(h, endless_tool_loop())
+    events = agent.session.events
+    assert len(of_type(events, "step/start")) == 3
+    assert of_type(events, "budget/exceeded")[0].data == BudgetExceeded(
+        1, "max_steps_per_turn", 3, 3
+    )
+    reason = of_type(events, "turn/end")[0].data.reason
+    assert reason == TurnCompleted("budget: max_steps_per_turn reached (3 of 3)")
+    spent = plugin.spent(agent.session.id)
+    assert spent is not None and spent.steps == 3
+    assert plugin.spent("unknown") is None
+    # The next turn gets a fresh step budget.
+    agent.send("again")
+    await agent.wait_idle()
+    assert len(of_type(agent.session.events, "step/start")) == 6
+    await h.close()
+
+
+async def test_token_and_cost_limits_per_turn_and_session() -> None:
+    usage = TokenUsage(input_tokens=10, output_tokens=5)  # what tool_call_response reports
+    assert (
+        Price(1.0, 2.0, 0.5, 0.25).cost(TokenUsage(1_000_000, 1_000_000, 2_000_000, 4_000_000))
+        == 5.0
+    )
+    h, _ = await make({"max_tokens_per_turn": 40})
+    agent = await run(h, endless_tool_loop())
+    assert len(of_type(agent.session.events, "step/start")) == 3  # 15, 30, 45 >= 40
+    await h.close()
+    prices = {"m": {"input": 1_000_000.0, "output": 0.0}}  # $10 per step of 10 input tokens
+    h, _ = await make({"max_cost_per_turn": 25.0, "prices": prices})
+    agent = await run(h, endless_tool_loop())
+    assert of_type(agent.session.events, "budget/exceeded")[0].data.limit == "max_cost_per_turn"
+    await h.close()
+    h, _ = await make({"max_cost_per_session": 15.0, "prices": prices})
+    agent = await run(h, [*endless_tool_loop(1), text_response("x"), *endless_tool_loop()])
+    agent.send("more")
+    await agent.wait_idle()
+    exceeded = of_type(agent.session.events, "budget/exceeded")[0].data
+    assert (exceeded.limit, exceeded.turn) == ("max_cost_per_session", 2)
+    await h.close()
+    assert usage.output_tokens == 5
+
+
+async def test_a_resumed_session_keeps_what_it_spent() -> None:
+    store = MemoryStore()
+    h, _ = await make({}, store)
+    await run(h, [*endless_tool_loop(2), text_response("done")])
+    await h.close()
+    h, plugin = await make({"max_tokens_per_session": 40}, store)
+    h.llm.register_adapter(["m"], ScriptedAdapter(endless_tool_loop()))
+    agent = await h.agent_loop.resume("a-session", AgentOptions(model="m"))
+    spent = plugin.spent("a-session")
+    assert spent is not None and spent.tokens == 10 + 5 + 10 + 5 + 10 + len("done")
+    agent.send("go on")
+    await agent.wait_idle()
+    assert (
+        of_type(agent.session.events, "budget/exceeded")[0].data.limit == "max_tokens_per_session"
+    )
+    await h.close()
+
+
+async def test_no_limits_and_stopped_turns_are_left_alone() -> None:
+    h, plugin = await make({})
+    agent = await run(h, [*endless_tool_loop(2), text_response("done")])
+    assert of_type(agent.session.events, "budget/exceeded") == []
+    stop = Continuation(False)
+    assert plugin.dsh_agent_turn_continuation(agent, 1, stop) is None
+    await h.close()
+
+
+def test_events_of_sessions_it_never_saw_are_ignored() -> None:
+    from dsh.events import SessionEvent, StepBoundary
+    from dsh.session import Session
+
+    plugin = BudgetsPlugin()
+    plugin.dsh_session_event(Session("x"), SessionEvent("step/start", 0, 0.0, StepBoundary(1, 1)))
+    assert plugin.spent("x") is None

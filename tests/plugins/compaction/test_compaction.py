@@ -1,0 +1,380 @@
+"""Compaction: cut points, pruning, summaries, overflow recovery, resume fidelity."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dsh import AgentOptions, DshError, Harness, Tool
+from dsh.chunks import TokenUsage
+from dsh.content import Message, Text, ToolCall, ToolResult
+from dsh.events import (
+    AssistantMessage,
+    SessionEvent,
+    SteeringMessage,
+    ToolResultEvent,
+    TurnError,
+    UserMessage,
+)
+from dsh.llm import ModelInfo
+from dsh.loop import LoopAgent
+from dsh.request import LlmRequest, ToolSchema
+from dsh.session import Session, summary_message
+from dsh.testing import (
+    MemoryStore,
+    ScriptedAdapter,
+    error_response,
+    raise_error,
+    text_response,
+    tool_call_response,
+)
+from dsh.testing.mock import deepseek_config
+from dsh_plugins.compaction import CompactionConfig, CompactionPlugin, choose_cut
+from dsh_plugins.llm_deepseek import DeepSeekPlugin
+from dsh_plugins.mock_server import MockServer
+from tests.helpers import of_type
+
+SMALL = {"context_window": 600, "reserve_tokens": 100, "keep_recent_tokens": 120}
+
+
+def is_summary(message: Message) -> bool:
+    first = message.content[0]
+    return isinstance(first, Text) and first.text.startswith("<summary of the earlier")
+
+
+async def make(
+    config: dict[str, Any] | None = None, **extra: Any
+) -> tuple[Harness, CompactionPlugin]:
+    plugin = CompactionPlugin()
+    h = Harness(
+        load_entrypoints=False,
+        plugins=[plugin, *extra.pop("plugins", [])],
+        config={"compaction": config or SMALL, **extra},
+    )
+    await h.start()
+    return h, plugin
+
+
+def summarised(events: Any) -> list[SessionEvent]:
+    return of_type(events, "compaction/summary")
+
+
+# -- cut points ------------------------------------------------------------------------------
+
+
+def test_the_cut_never_lands_on_a_tool_result() -> None:
+    history = [
+        (0, Message("user", (Text("x" * 400),))),
+        (1, Message("assistant", (ToolCall("c", "t", "{}"),))),
+        (2, Message("user", (ToolResult("c", (Text("y" * 400),)),))),
+        (3, Message("assistant", (Text("done"),))),
+    ]
+    assert choose_cut(history, 1) == 3
+    assert choose_cut(history, 110) == 1  # index 2 is a result: move back to its call
+    assert choose_cut(history, 10_000) == 0
+    assert choose_cut([], 10) == 0
+
+
+def conversation() -> st.SearchStrategy[list[tuple[str, Any]]]:
+    """Random conversations: user text, assistant text, tool calls with results, steering."""
+    text = st.text("abcdefgh ", min_size=1, max_size=300)
+    exchange = st.one_of(
+        st.tuples(st.just("user"), text),
+        st.tuples(st.just("assistant"), text),
+        st.tuples(st.just("tools"), st.lists(text, min_size=1, max_size=3)),
+        st.tuples(st.just("steering"), text),
+    )
+    return st.lists(exchange, min_size=1, max_size=25)
+
+
+def seed_session(exchanges: list[tuple[str, Any]]) -> Session:
+    session = Session("s")
+    for n, (kind, value) in enumerate(exchanges):
+        if kind == "user":
+            session.append("user/message", UserMessage((Text(value),)))
+        elif kind == "assistant":
+            session.append("assistant/message", AssistantMessage(1, n, (Text(value),)))
+        elif kind == "steering":
+            session.append("steering/message", SteeringMessage(1, (Text(value),)))
+        else:
+            calls = tuple(ToolCall(f"c{n}-{i}", "t", "{}") for i in range(len(value)))
+            session.append("assistant/message", AssistantMessage(1, n, calls))
+            for call, result in zip(calls, value, strict=True):
+                session.append("tool/result", ToolResultEvent(1, n, call.id, (Text(result),)))
+    return session
+
+
+def assert_no_orphans(messages: tuple[Message, ...]) -> None:
+    called: set[str] = set()
+    answered: set[str] = set()
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, ToolCall):
+                called.add(block.id)
+            elif isinstance(block, ToolResult):
+                assert block.tool_call_id in called, "a result without its call"
+                answered.add(block.tool_call_id)
+    assert called == answered, "a call without its result"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exchanges=conversation(), keep=st.integers(1, 400))
+def test_compaction_keeps_pairs_and_the_tail(exchanges: list[tuple[str, Any]], keep: int) -> None:
+    async def run() -> None:
+        config = {**SMALL, "keep_recent_tokens": keep, "prune_min_chars": 50}
+        h, plugin = await make(config)
+        h.llm.register_adapter(["m"], ScriptedAdapter([text_response("SUMMARY")]))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"), session=seed_session(exchanges))
+        before = agent.session.history()
+        cut = choose_cut(before, keep)
+        compacted = await plugin.compact(agent)
+        after = agent.session.derive_messages()
+        assert_no_orphans(after)
+        tail = tuple(m for _, m in before[cut:])
+        if cut == 0:
+            assert not compacted and after == tuple(m for _, m in before)
+        else:
+            assert compacted
+            assert after == (summary_message("SUMMARY"), *tail)
+        await h.close()
+
+    asyncio.run(run())
+
+
+# -- in a running agent ----------------------------------------------------------------------
+
+
+async def test_threshold_compaction_prunes_then_summarises_and_the_turn_goes_on() -> None:
+    h, plugin = await make(
+        {"context_window": 1000, "reserve_tokens": 100, "keep_recent_tokens": 120}
+    )
+    plugin.meter.bounds = (1.0, 1.0)  # the scripted adapter's usage figures are made up
+
+    async def fetch(args: Any, execution: Any) -> str:
+        return "r" * 1600  # ~400 tokens
+
+    h.tools.register(Tool(ToolSchema("fetch", "fetch"), fetch))
+    adapter = ScriptedAdapter(
+        [
+            tool_call_response("c1", "fetch", {}),
+            text_response("ok"),
+            text_response("SUMMARY OF WORK"),  # the compaction call
+            text_response("final answer"),
+        ]
+    )
+    h.llm.register_adapter(["m"], adapter)
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("a" * 1400)  # ~350 tokens: turn 1 fits (~820 of 900)
+    await agent.wait_idle()
+    assert not of_type(agent.session.events, "compaction/start")
+    agent.send("b" * 2400)  # ~600 more: over; pruning the old result is not enough
+    await agent.wait_idle()
+    events = agent.session.events
+    kinds = [e.type for e in events if e.type.startswith("compaction/")]
+    assert kinds == ["compaction/start", "compaction/prune", "compaction/summary", "compaction/end"]
+    summary_request = adapter.requests[2]
+    assert summary_request.purpose == "compaction"
+    assert summary_request.messages[2].content[0].tool_call_id == "c1"  # type: ignore[union-attr]
+    final = adapter.requests[3].messages
+    assert final == (summary_message("SUMMARY OF WORK"), Message("user", (Text("b" * 2400),)))
+    assert final == agent.session.derive_messages()[:-1]
+    assert of_type(events, "turn/end")[-1].data.reason.type == "completed"
+    start = of_type(events, "compaction/start")[0].data
+    summary = summarised(events)[0].data
+    assert start.reason == "threshold" and summary.tokens_after < summary.tokens_before
+    assert summary.usage is not None and summary.model == "m"
+    assert of_type(events, "compaction/end")[0].data.tokens_after == summary.tokens_after
+    await h.close()
+
+
+async def test_pruning_alone_can_be_enough() -> None:
+    config = {"context_window": 1100, "reserve_tokens": 100, "keep_recent_tokens": 40}
+    h, plugin = await make(config)
+    plugin.meter.bounds = (1.0, 1.0)
+
+    async def fetch(args: Any, execution: Any) -> str:
+        return "r" * 3600  # ~900 tokens
+
+    h.tools.register(Tool(ToolSchema("fetch", "fetch"), fetch))
+    h.llm.register_adapter(
+        ["m"],
+        ScriptedAdapter(
+            [tool_call_response("c1", "fetch", {}), text_response("a"), text_response("b")]
+        ),
+    )
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("go")
+    await agent.wait_idle()
+    agent.send("more " * 80)
+    await agent.wait_idle()
+    events = agent.session.events
+    assert of_type(events, "compaction/prune") and not summarised(events)
+    result = next(
+        b for m in agent.session.derive_messages() for b in m.content if isinstance(b, ToolResult)
+    )
+    note = "[tool result elided by compaction: 3600 characters; call the tool again if you need it]"
+    assert result.content == (Text(note),)
+    await h.close()
+
+
+async def test_overflow_compacts_and_retries_once() -> None:
+    h, _ = await make({**SMALL, "context_window": 100_000})
+    adapter = ScriptedAdapter(
+        [
+            text_response("first"),
+            raise_error("CONTEXT_WINDOW_EXCEEDED", "too long"),
+            text_response("SUMMARY"),
+            text_response("fits now"),
+            raise_error("CONTEXT_WINDOW_EXCEEDED", "too long"),
+            text_response("SUMMARY 2"),
+            raise_error("CONTEXT_WINDOW_EXCEEDED", "still too long"),
+        ]
+    )
+    h.llm.register_adapter(["m"], adapter)
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("x" * 800)
+    await agent.wait_idle()
+    agent.send("y" * 800)
+    await agent.wait_idle()
+    events = agent.session.events
+    assert of_type(events, "compaction/start")[0].data.reason == "overflow"
+    assert of_type(events, "turn/end")[1].data.reason.type == "completed"
+    agent.send("z" * 800)
+    await agent.wait_idle()
+    reason = of_type(agent.session.events, "turn/end")[-1].data.reason
+    assert isinstance(reason, TurnError) and reason.failure.code == "CONTEXT_WINDOW_EXCEEDED"
+    await h.close()
+
+
+async def test_a_failed_summary_is_logged_and_the_request_goes_ahead() -> None:
+    h, plugin = await make()
+    plugin.meter.bounds = (1.0, 1.0)
+    h.llm.register_adapter(
+        ["m"],
+        ScriptedAdapter(
+            [
+                text_response("a"),
+                error_response("SERVER", "down"),  # summary call fails
+                text_response("b"),
+                text_response("   "),  # an empty summary
+                text_response("c"),
+            ]
+        ),
+    )
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("q" * 700)
+    await agent.wait_idle()
+    agent.send("second " * 200)
+    await agent.wait_idle()
+    ends = of_type(agent.session.events, "compaction/end")
+    assert ends[0].data.error == "summary failed: SERVER: down"
+    agent.send("third " * 100)
+    await agent.wait_idle()
+    ends = of_type(agent.session.events, "compaction/end")
+    assert ends[-1].data.error == "summary failed: the model returned an empty summary"
+    assert not summarised(agent.session.events)
+    assert of_type(agent.session.events, "turn/end")[-1].data.reason.type == "completed"
+    await h.close()
+
+
+async def test_manual_compaction() -> None:
+    h, plugin = await make({**SMALL, "keep_recent_tokens": 5})
+    assert h.compaction is plugin
+    h.llm.register_adapter(["m"], ScriptedAdapter([text_response("a"), text_response("SUM")]))
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    assert await h.compaction.compact(agent) is False  # nothing yet
+    agent.send("hello")
+    await agent.wait_idle()
+    assert await h.compaction.compact(agent) is True
+    assert agent.session.derive_messages()[0] == summary_message("SUM")
+    nomodel = h.agent_loop.create("b")
+    with pytest.raises(DshError, match="has no model"):
+        await h.compaction.compact(nomodel)
+    await h.close()
+
+
+async def test_context_windows_and_skips() -> None:
+    class Described(ScriptedAdapter):
+        def model_info(self, model: str) -> ModelInfo:
+            return ModelInfo(context_window=50_000)
+
+    config = {"context_windows": {"a": 1000}, "reserve_tokens": 10}
+    h, plugin = await make(config)
+    h.llm.register_adapter(["d"], Described([]))
+    h.llm.register_adapter(["s"], ScriptedAdapter([]))
+    assert plugin.context_window("a") == 1000
+    assert plugin.context_window("d") == 50_000
+    assert plugin.context_window("s") == 128_000
+    assert plugin.threshold("a") == 990
+    await h.close()
+    h, plugin = await make({"context_window": 7})
+    assert plugin.context_window("anything") == 7
+    agent_request = LlmRequest("m", (Message("user", (Text("x" * 100),)),), purpose="compaction")
+    assert await plugin.dsh_agent_request(_agent(h), 1, agent_request) is None
+    await h.close()
+    h, plugin = await make({"enabled": False})
+    assert await plugin.dsh_agent_request(_agent(h), 1, agent_request) is None
+    assert CompactionConfig().enabled
+    await h.close()
+
+
+def _agent(h: Harness) -> LoopAgent:
+    return h.agent_loop.create(f"x{len(h.agents.list())}", AgentOptions(model="m"))
+
+
+async def test_the_meter_learns_from_usage() -> None:
+    h, plugin = await make({"context_window": 100_000})
+    h.llm.register_adapter(["m"], ScriptedAdapter([text_response("a"), error_response("X", "y")]))
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("hello there")
+    await agent.wait_idle()
+    assert plugin.meter.factor("m") != 1.0  # text_response reports 10 input tokens
+    agent.send("again")
+    await agent.wait_idle()
+    await h.close()
+
+
+# -- against the mock server, with resume --------------------------------------------------
+
+
+async def test_long_conversation_against_the_mock_server_and_resume() -> None:
+    store = MemoryStore()
+    compaction = {"context_window": 900, "reserve_tokens": 100, "keep_recent_tokens": 150}
+    async with MockServer() as server:
+        config = {**deepseek_config(server), "compaction": compaction}
+        plugins: list[Any] = [DeepSeekPlugin, CompactionPlugin, store]
+        async with Harness(load_entrypoints=False, plugins=plugins, config=config) as h:
+            agent = h.agent_loop.create("a", AgentOptions(model="deepseek-v4-flash"))
+            for n in range(8):
+                agent.send(f"message {n}: " + "tell me more " * 20)
+                await agent.wait_idle()
+            events = agent.session.events
+            assert summarised(events), "compaction fired"
+            reasons = [e.data.reason.type for e in of_type(events, "turn/end")]
+            assert reasons == ["completed"] * 8
+            snapshot = MemoryStore()
+            snapshot.stored = {sid: list(log) for sid, log in store.stored.items()}
+            agent.send("the next question")
+            await agent.wait_idle()
+            original = server.requests[-1].body
+        # A fresh process resumes the stored log and sends the same message: the model
+        # receives exactly the request it received in the original run.
+        plugins[-1] = snapshot
+        async with Harness(load_entrypoints=False, plugins=plugins, config=config) as h:
+            resumed = await h.agent_loop.resume(
+                "a-session", AgentOptions(model="deepseek-v4-flash")
+            )
+            resumed.send("the next question")
+            await resumed.wait_idle()
+            assert server.requests[-1].body == original
+
+
+def test_usage_without_a_pending_estimate_is_ignored() -> None:
+    plugin = CompactionPlugin()
+    usage = AssistantMessage(1, 1, (Text("a"),), TokenUsage(5, 5))
+    plugin.dsh_session_event(Session("s"), SessionEvent("assistant/message", 0, 0.0, usage))
+    assert plugin.meter.factors == {}

@@ -7,6 +7,7 @@ request body.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -14,7 +15,16 @@ from dsh_plugins.mock_server import faults, transcripts
 from dsh_plugins.mock_server.conversation import scripted
 from dsh_plugins.mock_server.scenario import Scenario, reply
 
-__all__ = ["SCENARIOS", "ScenarioSpec", "check_spec", "long_text", "resolve"]
+__all__ = [
+    "SCENARIOS",
+    "ScenarioSpec",
+    "check_spec",
+    "delta_text",
+    "deltas",
+    "long_text",
+    "resolve",
+    "tool_loop",
+]
 
 ScenarioSpec = str | Mapping[str, Any] | Scenario | Callable[[Mapping[str, Any]], Scenario]
 
@@ -25,6 +35,31 @@ def long_text(body: Mapping[str, Any], chunks: int = 20_000) -> Scenario:
     return reply(model=str(body.get("model", "deepseek-v4-flash")), text=text, name="long-text")
 
 
+DELTA_WORDS = ("héj", "wöl", "日本語", "abc", "ü12", "ok!")
+
+
+def delta_text(chunks: int) -> str:
+    """``chunks`` word-sized pieces of about four characters, non-ASCII among them."""
+    return "".join(f" {DELTA_WORDS[i % len(DELTA_WORDS)]}" for i in range(chunks))
+
+
+def deltas(body: Mapping[str, Any], chunks: int = 20_000) -> Scenario:
+    """A text answer of exactly ``chunks`` content deltas of ~4 characters, some non-ASCII."""
+    model = str(body.get("model", "deepseek-v4-flash"))
+    return reply(model=model, text=delta_text(chunks), name="deltas")
+
+
+def tool_loop(body: Mapping[str, Any], steps: int = 5, tool: str = "echo") -> Scenario:
+    """Call ``tool`` until the conversation holds ``steps`` tool results, then answer: the
+    same answer to the same conversation, so any number of agents can share the queue."""
+    done = sum(1 for message in body.get("messages", ()) if message.get("role") == "tool")
+    model = str(body.get("model", "deepseek-v4-flash"))
+    if done >= steps:
+        return reply(model=model, text=f"finished after {done} steps", name="tool-loop")
+    arguments = json.dumps({"text": f"step {done}"})
+    return reply(model=model, tool_calls=((f"call_{done}", tool, arguments),), name="tool-loop")
+
+
 def _fixed(build: Callable[..., Scenario]) -> Callable[..., Scenario]:
     """A factory that ignores the request body."""
     return lambda body, **params: build(**params)
@@ -33,6 +68,8 @@ def _fixed(build: Callable[..., Scenario]) -> Callable[..., Scenario]:
 SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "scripted": scripted,
     "long-text": long_text,
+    "deltas": deltas,
+    "tool-loop": tool_loop,
     # deepseek-wire.md §4 transcripts and §6 shapes
     "text": _fixed(transcripts.text),
     "text-v4": _fixed(transcripts.text_v4),

@@ -3,8 +3,8 @@
 ``POST /chat/completions`` (also under ``/v1`` and ``/beta``) checks the request as the real API
 does, then answers with the next queued scenario, else the one named by the
 ``X-Mock-Scenario`` header, else the scripted conversation. ``GET /models`` lists the models.
-``POST /mock/queue`` (a JSON list of specs) and ``POST /mock/shutdown`` control it from outside
-the process.
+``POST /mock/queue`` (a JSON list of specs), ``GET /mock/stats`` and ``POST /mock/shutdown``
+control it from outside the process.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class MockServer:
             app.router.add_get(f"{prefix}/models", self._models)
         app.router.add_post("/mock/queue", self._queue_endpoint)
         app.router.add_post("/mock/shutdown", self._shutdown_endpoint)
+        app.router.add_get("/mock/stats", self._stats_endpoint)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -233,6 +234,11 @@ class MockServer:
         except ValueError as exc:
             return web.json_response({"error": {"message": str(exc)}}, status=400)
         return web.json_response({"queued": self.queued})
+
+    async def _stats_endpoint(self, request: web.Request) -> web.Response:
+        """How many chat requests were served, how many scenarios wait, how many clients left."""
+        stats = {"served": self._served, "queued": self.queued, "disconnects": self.disconnects}
+        return web.json_response(stats)
 
     async def _shutdown_endpoint(self, request: web.Request) -> web.Response:
         self._shutdown.set()

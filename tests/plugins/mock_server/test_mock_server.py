@@ -10,6 +10,7 @@ import pytest
 
 from dsh.sse import parse_sse
 from dsh_plugins.mock_server import SCENARIOS, MockServer, Scenario, completion_json, reply
+from dsh_plugins.mock_server.catalogue import delta_text
 
 from .conftest import Post, chat
 
@@ -222,3 +223,52 @@ async def test_shutdown_over_http_ends_wait_closed(post: Post, mock_server: Mock
     await post({}, path="/mock/shutdown")
     async with asyncio.timeout(1):
         await waiting
+
+
+async def test_stats_count_served_and_queued(post: Post, mock_server: MockServer) -> None:
+    mock_server.queue("text", "text")
+    await post(chat())
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{mock_server.url}/mock/stats") as response:
+            stats = await response.json()
+    assert stats == {"served": 1, "queued": 1, "disconnects": 0}
+
+
+# -- benchmark scenarios ---------------------------------------------------------------------
+
+
+async def test_deltas_stream_exactly_the_requested_pieces(
+    post: Post, mock_server: MockServer
+) -> None:
+    mock_server.queue({"name": "deltas", "chunks": 7})
+    answer = await post(chat())
+    pieces = [
+        json.loads(e.data)["choices"][0]["delta"].get("content")
+        for e in parse_sse(answer.text.encode())
+        if e.data != "[DONE]"
+    ]
+    assert [p for p in pieces if p] == [" héj", " wöl", " 日本語", " abc", " ü12", " ok!", " héj"]
+    assert contents(answer.text) == delta_text(7)
+
+
+async def test_tool_loop_calls_until_enough_results(post: Post, mock_server: MockServer) -> None:
+    def tool_calls(answer_text: str) -> list[str]:
+        names = []
+        for event in parse_sse(answer_text.encode()):
+            if event.data == "[DONE]":
+                continue
+            for call in json.loads(event.data)["choices"][0]["delta"].get("tool_calls") or []:
+                names.append(call.get("id"))
+        return [name for name in names if name]
+
+    mock_server.queue({"name": "tool-loop", "steps": 1}, {"name": "tool-loop", "steps": 1})
+    first = await post(chat())
+    assert tool_calls(first.text) == ["call_0"]
+    call = {"id": "call_0", "type": "function", "function": {"name": "echo", "arguments": "{}"}}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "step 0"},
+    ]
+    second = await post(chat(history, thinking={"type": "disabled"}))
+    assert contents(second.text) == "finished after 1 steps"

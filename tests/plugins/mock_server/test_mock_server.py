@@ -228,9 +228,9 @@ async def test_shutdown_over_http_ends_wait_closed(post: Post, mock_server: Mock
 async def test_stats_count_served_and_queued(post: Post, mock_server: MockServer) -> None:
     mock_server.queue("text", "text")
     await post(chat())
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"{mock_server.url}/mock/stats") as response:
-            stats = await response.json()
+    url = f"{mock_server.url}/mock/stats"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        stats = await response.json()
     assert stats == {"served": 1, "queued": 1, "disconnects": 0}
 
 

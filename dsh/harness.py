@@ -22,6 +22,7 @@ from dsh.converter import EventCodec
 from dsh.errors import DshError
 from dsh.hooks import Hooks
 from dsh.llm import LlmService
+from dsh.logs import ensure_configured
 from dsh.loop import AgentLoop
 from dsh.plugins import Plugins, disabled_from_env
 from dsh.session import SessionStore
@@ -65,6 +66,7 @@ class Harness:
         strict: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        ensure_configured()
         raw = load_toml(config) if isinstance(config, str | Path) else config
         self.config = Config(raw)
         self.plugins = Plugins(disabled_from_env() if disabled is None else disabled, strict)

@@ -10,7 +10,7 @@ from typing import Literal, TextIO
 
 import structlog
 
-__all__ = ["configure_logging"]
+__all__ = ["configure_logging", "ensure_configured"]
 
 
 def configure_logging(
@@ -38,3 +38,14 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def ensure_configured() -> None:
+    """Configure structlog (warnings and up, to stderr) unless the host already did.
+
+    Called when a harness is created, not at import: a host that configures structlog first
+    keeps its configuration; one that does not gets quiet, stderr-only logs instead of
+    structlog's default of printing every level to stdout.
+    """
+    if not structlog.is_configured():
+        configure_logging()

@@ -35,9 +35,9 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Reasoning, Text, ToolCall
+from dsh.content import Reasoning, Text, ToolCall, text_of
 from dsh.errors import DshError, LlmError
-from dsh.events import SessionEvent
+from dsh.events import SessionEvent, UserMessage
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
 from dsh.session import Session, SessionSummary
@@ -197,6 +197,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.stored: dict[str, list[SessionEvent]] = {}
         self.pending: dict[str, list[SessionEvent]] = {}
+        self.parents: dict[str, str | None] = {}
         self.checkpoints = 0
         self.flushes = 0
 
@@ -205,6 +206,7 @@ class MemoryStore:
         stored = self.stored.setdefault(session.id, [])
         if session.persisted == 0:  # a new or forked session: its seed is not stored yet
             self.pending[session.id] = [*session.events]
+            self.parents[session.id] = session.parent
             stored.clear()
 
     @hookimpl
@@ -232,8 +234,25 @@ class MemoryStore:
     @hookimpl
     def dsh_session_list(self, query: str | None, limit: int) -> list[SessionSummary]:
         found = [
-            SessionSummary(sid, events[0].time, events[-1].time, len(events))
+            SessionSummary(
+                sid,
+                events[0].time,
+                events[-1].time,
+                len(events),
+                _title(events),
+                self.parents.get(sid),
+            )
             for sid, events in self.stored.items()
-            if events and (query is None or query in sid)
+            if events
         ]
+        if query is not None:
+            found = [s for s in found if query in s.id or query in s.title]
         return sorted(found, key=lambda s: s.updated, reverse=True)[:limit]
+
+
+def _title(events: Sequence[SessionEvent]) -> str:
+    """The first line of the first user message: what listings show of a session."""
+    for event in events:
+        if isinstance(event.data, UserMessage):
+            return text_of(event.data.content).strip().split("\n", 1)[0]
+    return ""

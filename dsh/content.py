@@ -77,9 +77,10 @@ Block = Text | Reasoning | ToolCall | ToolResult | Image
 Role = Literal["system", "user", "assistant"]
 
 
-@frozen
+@frozen(cache_hash=True)
 class Message:
-    """One message of model-visible history."""
+    """One message of model-visible history. Its hash is cached: adapters and the token meter
+    memoise per message, and a history is looked up again at every step."""
 
     role: Role
     content: tuple[Block, ...]

@@ -9,7 +9,9 @@ scales that estimate per model by what the provider reported for earlier request
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 
 from dsh.chunks import TokenUsage
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
@@ -45,10 +47,12 @@ def message_tokens(message: Message) -> int:
     return MESSAGE_OVERHEAD + sum(_block_tokens(b) for b in message.content)
 
 
-def estimate_tokens(request: LlmRequest) -> int:
+def estimate_tokens(
+    request: LlmRequest, per_message: Callable[[Message], int] = message_tokens
+) -> int:
     """The uncalibrated estimate of ``request``'s input: system prompt, messages, tool schemas."""
     total = estimate_text(request.system or "")
-    total += sum(message_tokens(m) for m in request.messages)
+    total += sum(map(per_message, request.messages))
     for tool in request.tools:
         total += estimate_text(tool.name) + estimate_text(tool.description)
         total += estimate_text(json.dumps(tool.parameters))
@@ -69,12 +73,20 @@ class TokenMeter:
         self.smoothing = smoothing
         self.bounds = bounds
         self.factors: dict[str, float] = {}
+        # A history is estimated again at every step; each message only once.
+        self._message_tokens = functools.lru_cache(maxsize=16_384)(message_tokens)
 
     def factor(self, model: str) -> float:
         return self.factors.get(model, 1.0)
 
-    def estimate(self, request: LlmRequest) -> int:
-        return round(estimate_tokens(request) * self.factor(request.model))
+    def raw(self, request: LlmRequest) -> int:
+        """:func:`estimate_tokens`, with per-message estimates remembered."""
+        return estimate_tokens(request, self._message_tokens)
+
+    def estimate(self, request: LlmRequest, raw: int | None = None) -> int:
+        """The calibrated estimate (of ``raw``, the uncalibrated one, when already known)."""
+        raw = self.raw(request) if raw is None else raw
+        return round(raw * self.factor(request.model))
 
     def calibrate(self, model: str, estimated_raw: int, usage: TokenUsage) -> None:
         """Learn from a response: ``estimated_raw`` is the uncalibrated estimate of its request."""

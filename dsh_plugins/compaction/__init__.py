@@ -35,7 +35,7 @@ from dsh.harness import Harness
 from dsh.loop import LoopAgent
 from dsh.request import LlmRequest
 from dsh.session import summary_message
-from dsh.tokens import TokenMeter, estimate_tokens, message_tokens
+from dsh.tokens import TokenMeter, message_tokens
 
 __all__ = ["CompactionConfig", "CompactionPlugin"]
 
@@ -144,13 +144,14 @@ class CompactionPlugin:
             return None
         forced = agent.id in self._forced
         self._forced.discard(agent.id)
-        estimate = self.meter.estimate(request)
+        raw = self.meter.raw(request)
         limit = self.threshold(request.model)
-        if estimate > limit or forced:
+        if self.meter.estimate(request, raw) > limit or forced:
             reason = "overflow" if forced else "threshold"
             await self._compact(agent, turn, request, reason, limit)
             request = evolve(request, messages=agent.session.derive_messages())
-        self._estimates[agent.session.id] = (request.model, estimate_tokens(request))
+            raw = self.meter.raw(request)
+        self._estimates[agent.session.id] = (request.model, raw)
         return request
 
     @hookimpl

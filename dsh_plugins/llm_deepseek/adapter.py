@@ -8,6 +8,7 @@ stream in-band with ``finish{error}``. Cancelling the consumer closes the respon
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 from collections.abc import AsyncIterator
@@ -22,7 +23,7 @@ from dsh.request import LlmRequest
 from dsh.sse import SseEvent, SseParser
 from dsh_plugins.llm_deepseek.config import DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import http_failure, missing_key_failure
-from dsh_plugins.llm_deepseek.serialize import request_body, uses_strict_tools
+from dsh_plugins.llm_deepseek.serialize import request_body, uses_strict_tools, wire_message
 from dsh_plugins.llm_deepseek.translate import ChunkTranslator
 
 __all__ = ["PROVIDER", "DeepSeekAdapter"]
@@ -40,6 +41,8 @@ class DeepSeekAdapter:
         # Read once, here; never logged, never part of a request that reaches the session.
         self._api_key = config.api_key or os.environ.get("DEEPSEEK_API_KEY") or None
         self._session: aiohttp.ClientSession | None = None
+        # Histories are re-sent unchanged at every step: serialise each message once.
+        self._serialize = functools.lru_cache(maxsize=16_384)(wire_message)
 
     def __repr__(self) -> str:
         return f"<DeepSeekAdapter {self.base_url}>"
@@ -55,7 +58,9 @@ class DeepSeekAdapter:
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
         """The chunks of one streamed completion."""
         model = request.model.removeprefix(f"{PROVIDER}/")
-        response = await self._post(self.url_for(request), request_body(request, model))
+        response = await self._post(
+            self.url_for(request), request_body(request, model, self._serialize)
+        )
         translator = ChunkTranslator()
         reader = _EventReader(response, self.config.idle_timeout_s)
         try:

@@ -8,15 +8,17 @@ that carried reasoning; tool results become ``tool`` messages answering their ca
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
 
-__all__ = ["EMPTY_TOOL_OUTPUT", "request_body", "uses_strict_tools"]
+__all__ = ["EMPTY_TOOL_OUTPUT", "request_body", "uses_strict_tools", "wire_message"]
 
 EMPTY_TOOL_OUTPUT = "(no output)"
 WireMessage = dict[str, Any]
+Serializer = Callable[[Message], Sequence[WireMessage]]
 
 
 def uses_strict_tools(request: LlmRequest) -> bool:
@@ -24,11 +26,17 @@ def uses_strict_tools(request: LlmRequest) -> bool:
     return any(tool.strict for tool in request.tools)
 
 
-def request_body(request: LlmRequest, model: str) -> dict[str, Any]:
-    """The JSON body for ``POST /chat/completions`` (streaming, usage requested)."""
+def request_body(
+    request: LlmRequest, model: str, serialize: Serializer | None = None
+) -> dict[str, Any]:
+    """The JSON body for ``POST /chat/completions`` (streaming, usage requested).
+
+    ``serialize`` turns one message into wire messages (default :func:`wire_message`); the
+    adapter passes a memoised one, since a history is re-sent, unchanged, at every step.
+    """
     body: dict[str, Any] = {
         "model": model,
-        "messages": wire_messages(request),
+        "messages": wire_messages(request, serialize or wire_message),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -48,13 +56,13 @@ def request_body(request: LlmRequest, model: str) -> dict[str, Any]:
     return body
 
 
-def wire_messages(request: LlmRequest) -> list[WireMessage]:
+def wire_messages(request: LlmRequest, serialize: Serializer) -> list[WireMessage]:
     """The system prompt, then the history, one or more wire messages per dsh message."""
     out: list[WireMessage] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
     for message in request.messages:
-        out.extend(_message(message))
+        out.extend(serialize(message))
     return out
 
 
@@ -67,6 +75,12 @@ def _tool(schema: ToolSchema, strict: bool) -> WireMessage:
     if strict:
         function["strict"] = True
     return {"type": "function", "function": function}
+
+
+def wire_message(message: Message) -> tuple[WireMessage, ...]:
+    """The wire messages of one dsh message; they depend on nothing else, so callers may
+    memoise them (treat them as read-only)."""
+    return tuple(_message(message))
 
 
 def _message(message: Message) -> list[WireMessage]:

@@ -122,8 +122,9 @@ def list_sessions(directory: Path, query: str | None, limit: int) -> list[Sessio
 
 
 class JsonlStore:
-    """The JSONL session store. ``directory`` and ``fsync``, when given, win over the config
-    (for hosts and tests that place the store themselves)."""
+    """The JSONL session store. ``directory`` and ``fsync``, when given, win over the config; a
+    store given a ``directory`` is enabled whatever the config says (a host that places it
+    wants it)."""
 
     def __init__(self, directory: str | Path | None = None, *, fsync: Fsync | None = None) -> None:
         self._explicit_dir = None if directory is None else Path(directory)
@@ -142,7 +143,7 @@ class JsonlStore:
         config = harness.config.section(SECTION, JsonlConfig)
         self._codec = harness.events
         self.fsync = self._explicit_fsync or config.fsync
-        if not config.enabled:
+        if not (config.enabled or self._explicit_dir):
             return
         configured = Path(os.path.expandvars(config.dir)).expanduser() if config.dir else None
         self.directory = self._explicit_dir or configured or default_dir()

@@ -114,7 +114,9 @@ class _Pending:
 
 
 class SqliteStore:
-    """The SQLite session store. ``path`` and ``fsync``, when given, win over the config."""
+    """The SQLite session store. ``path`` and ``fsync``, when given, win over the config; a
+    store given a ``path`` is enabled whatever the config says (a host that places it wants
+    it)."""
 
     def __init__(self, path: str | Path | None = None, *, fsync: Fsync | None = None) -> None:
         self._explicit_path = None if path is None else Path(path)
@@ -136,7 +138,7 @@ class SqliteStore:
         config = harness.config.section(SECTION, SqliteConfig)
         self._codec = harness.events
         self.fsync = self._explicit_fsync or config.fsync
-        if not config.enabled:
+        if not (config.enabled or self._explicit_path):
             return
         configured = Path(os.path.expandvars(config.path)).expanduser() if config.path else None
         self.path = self._explicit_path or configured or default_path()

@@ -7,16 +7,23 @@ agent against it. See ``docs/plugins/mock_server.md``.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.harness import Command
 from dsh.markers import hookimpl
-from dsh_plugins.mock_server import cli, demo
-from dsh_plugins.mock_server.catalogue import SCENARIOS, ScenarioSpec
-from dsh_plugins.mock_server.conversation import sample_arguments, thinking_enabled
-from dsh_plugins.mock_server.scenario import Scenario, error_reply, reply
-from dsh_plugins.mock_server.server import MODELS, MockServer, RecordedRequest, completion_json
+
+if TYPE_CHECKING:
+    from dsh_plugins.mock_server.catalogue import SCENARIOS, ScenarioSpec
+    from dsh_plugins.mock_server.conversation import sample_arguments, thinking_enabled
+    from dsh_plugins.mock_server.scenario import Scenario, error_reply, reply
+    from dsh_plugins.mock_server.server import (
+        MODELS,
+        MockServer,
+        RecordedRequest,
+        completion_json,
+    )
 
 __all__ = [
     "MODELS",
@@ -33,11 +40,56 @@ __all__ = [
     "thinking_enabled",
 ]
 
+# The server (and aiohttp.web) load on first use: every dsh process loads this plugin for its
+# commands, and only a few run the server.
+_HOMES = {
+    "SCENARIOS": "catalogue",
+    "ScenarioSpec": "catalogue",
+    "sample_arguments": "conversation",
+    "thinking_enabled": "conversation",
+    "Scenario": "scenario",
+    "error_reply": "scenario",
+    "reply": "scenario",
+    "MODELS": "server",
+    "MockServer": "server",
+    "RecordedRequest": "server",
+    "completion_json": "server",
+}
+MOCK_SERVER_HELP = (
+    "run the DeepSeek-compatible mock server on 127.0.0.1 (for tests and offline work)"
+)
+DEMO_HELP = "run an agent offline against the bundled DeepSeek-compatible mock server"
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
+
+def _deferred(module: str, function: str) -> Callable[[Any], Any]:
+    """``module.function``, imported when first called."""
+
+    def call(args: Any) -> Any:
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)
+
+    return call
+
 
 class MockServerPlugin:
     """Contributes the ``mock-server`` and ``demo`` CLI commands."""
 
     @hookimpl
     def dsh_register_commands(self, register: Callable[[Command], Any]) -> None:
-        register(Command("mock-server", cli.HELP, cli.run, cli.configure))
-        register(Command("demo", demo.HELP, demo.run, demo.configure))
+        register(
+            Command(
+                "mock-server",
+                MOCK_SERVER_HELP,
+                _deferred("cli", "run"),
+                _deferred("cli", "configure"),
+            )
+        )
+        register(
+            Command("demo", DEMO_HELP, _deferred("demo", "run"), _deferred("demo", "configure"))
+        )

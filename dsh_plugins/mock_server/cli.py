@@ -11,8 +11,6 @@ from dsh_plugins.mock_server.server import MockServer
 
 __all__ = ["configure", "run"]
 
-HELP = "run the DeepSeek-compatible mock server on 127.0.0.1 (for tests and offline work)"
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: free)")

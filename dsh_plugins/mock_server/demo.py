@@ -23,7 +23,6 @@ from dsh_plugins.mock_server.server import MockServer
 
 __all__ = ["DEMO_MODEL", "DEMO_PROMPT", "DemoHost", "configure", "run"]
 
-HELP = "run an agent offline against the bundled DeepSeek-compatible mock server"
 DEMO_MODEL = "deepseek-v4-flash"
 DEMO_PROMPT = 'How many words are in "the quick brown fox jumps over the lazy dog"?'
 

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from dsh import Harness
-from dsh_plugins.mock_server import MockServerPlugin, cli, demo
+from dsh_plugins.mock_server import DEMO_HELP, MockServerPlugin, cli, demo
 
 
 def parse(configure: object, *argv: str) -> argparse.Namespace:
@@ -20,10 +20,28 @@ def parse(configure: object, *argv: str) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def test_the_plugin_registers_both_commands() -> None:
+async def test_the_plugin_registers_both_commands_and_imports_them_when_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[object] = []
+    monkeypatch.setattr(demo, "run", ran.append)
+    monkeypatch.setattr(demo, "configure", ran.append)
     async with Harness(load_entrypoints=False, plugins=[MockServerPlugin]) as harness:
         assert sorted(harness.commands) == ["demo", "mock-server"]
-        assert harness.commands["demo"].run is demo.run
+        command = harness.commands["demo"]
+        assert command.help == DEMO_HELP
+        assert command.configure is not None
+        command.run("args")
+        command.configure("parser")
+    assert ran == ["args", "parser"]
+
+
+def test_the_package_exports_load_on_first_use() -> None:
+    import dsh_plugins.mock_server as package
+
+    assert package.MockServer.__name__ == "MockServer"
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        _ = package.nope
 
 
 class Announcements(io.StringIO):

@@ -88,7 +88,8 @@ class DeepSeekAdapter:
             timeout = aiohttp.ClientTimeout(
                 total=None, connect=self.config.connect_timeout_s, sock_read=None
             )
-            self._session = aiohttp.ClientSession(timeout=timeout)
+            connector = aiohttp.TCPConnector(limit=self.config.max_connections)
+            self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
         return self._session
 
     async def _post(self, url: str, body: dict[str, Any]) -> aiohttp.ClientResponse:

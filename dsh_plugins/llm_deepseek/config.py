@@ -16,7 +16,9 @@ class DeepSeekConfig:
 
     ``api_key`` defaults to the ``DEEPSEEK_API_KEY`` environment variable, read when the adapter
     is built. ``idle_timeout_s`` bounds the wait for response headers and the silence between
-    two SSE events; keep-alive comments do not count as progress.
+    two SSE events; keep-alive comments do not count as progress. ``max_connections`` bounds
+    the open connections of one harness (0: no bound; aiohttp's default of 100 would queue
+    the requests of the 101st concurrent agent behind the others).
     """
 
     base_url: str = DEFAULT_BASE_URL
@@ -24,3 +26,4 @@ class DeepSeekConfig:
     api_key: str | None = field(default=None, repr=False)
     connect_timeout_s: float = 10.0
     idle_timeout_s: float = 120.0
+    max_connections: int = 0

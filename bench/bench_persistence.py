@@ -1,0 +1,113 @@
+"""Persistence benchmarks: what checkpoints cost per step, and listing 10,000 stored sessions.
+
+Run ``python bench/bench_persistence.py``. A 200-step tool loop on a scripted adapter runs with
+no persistence, with the JSONL store (``fsync = "turn"``: a checkpoint before every model
+request and tool call, an fsync at turn end) and with the SQLite store, interleaved; each
+figure is a median. Then 10,000 sessions are stored in SQLite and listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dsh import AgentOptions, Harness, Tool
+from dsh.content import Text
+from dsh.events import UserMessage
+from dsh.request import ToolSchema
+from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh_plugins.persistence_jsonl import JsonlStore
+from dsh_plugins.persistence_sqlite import SqliteStore
+
+STEPS = 200
+RUNS = 15
+SESSIONS = 10_000
+
+
+async def echo(args: Any, execution: Any) -> str:
+    return str(args["text"])
+
+
+def script(steps: int) -> list[Any]:
+    calls = [tool_call_response(f"c{i}", "echo", {"text": f"step {i}"}) for i in range(steps)]
+    return [*calls, text_response("done")]
+
+
+async def run_loop(store: object | None) -> float:
+    """Seconds from the first message until the turn ended and was flushed."""
+    async with Harness(load_entrypoints=False, plugins=[] if store is None else [store]) as h:
+        h.tools.register(Tool(ToolSchema("echo", "echo"), echo))
+        h.llm.register_adapter(["scripted"], ScriptedAdapter(script(STEPS)))
+        agent = h.agent_loop.create("bench", AgentOptions(model="scripted"))
+        start = time.perf_counter()
+        agent.send("go")
+        await agent.wait_idle()
+        return time.perf_counter() - start
+
+
+async def bench_checkpoints(directory: Path) -> float:
+    """Print the loop with and without persistence; return the JSONL ratio."""
+    times: dict[str, list[float]] = {"none": [], "jsonl": [], "sqlite": []}
+    for run in range(RUNS):  # interleaved, so that drift hits every variant alike
+        times["none"].append(await run_loop(None))
+        times["jsonl"].append(await run_loop(JsonlStore(directory / f"jsonl-{run}")))
+        times["sqlite"].append(await run_loop(SqliteStore(directory / f"db-{run}.sqlite")))
+    base = statistics.median(times["none"])
+    print(f"{STEPS}-step tool loop, scripted adapter (median of {RUNS}):")
+    print(f"  no persistence:       {base * 1e3:7.1f} ms")
+    ratio = 0.0
+    for name, label in (("jsonl", 'JSONL, fsync="turn"'), ("sqlite", 'SQLite, fsync="turn"')):
+        median = statistics.median(times[name])
+        per_step_us = (median - base) / (STEPS + 1) * 1e6
+        print(
+            f"  {label + ':':21} {median * 1e3:7.1f} ms  ratio {median / base:.3f}  "
+            f"+{per_step_us:.1f} us per step"
+        )
+        ratio = median / base if name == "jsonl" else ratio
+    return ratio
+
+
+async def store_sessions(path: Path, count: int) -> None:
+    """``count`` small sessions in one SQLite database."""
+    async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
+        for n in range(count):
+            session = h.sessions.create(f"session-{n:05}")
+            session.append("user/message", UserMessage((Text(f"question number {n}"),)))
+            await session.flush()
+
+
+async def bench_listing(directory: Path) -> float:
+    path = directory / "many.sqlite"
+    start = time.perf_counter()
+    await store_sessions(path, SESSIONS)
+    print(f"stored {SESSIONS:,} SQLite sessions in {time.perf_counter() - start:.1f} s")
+    async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
+        timings = {}
+        for label, query, limit in (
+            ("newest 50", None, 50),
+            ("all 10,000", None, SESSIONS),
+            ("search 'number 9999'", "number 9999", 50),
+        ):
+            start = time.perf_counter()
+            found = await h.sessions.stored(query, limit)
+            timings[label] = time.perf_counter() - start
+            print(f"  list {label:22} {timings[label] * 1e3:7.1f} ms  ({len(found)} found)")
+    return max(timings.values())
+
+
+async def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        ratio = await bench_checkpoints(Path(tmp))
+        slowest = await bench_listing(Path(tmp))
+    print(f"JSONL checkpoint overhead target <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'}")
+    print(f"SQLite listing target well under 1 s: {'met' if slowest < 0.25 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -30,7 +30,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import attrs
 import pytest
@@ -70,6 +70,7 @@ class KitEvent:
     name: str
     count: int = 0
     tags: tuple[str, ...] = ()
+    mood: Literal["calm", "busy"] = "calm"
 
 
 class KitEvents:

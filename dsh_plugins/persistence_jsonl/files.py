@@ -37,7 +37,8 @@ def first_line(fd: int) -> bytes | None:
 
 
 def last_line_end(fd: int, size: int) -> int:
-    """The offset just after the last newline before ``size`` (0 if there is none)."""
+    """The offset just after the last newline before ``size``; called once the header line is
+    known to be complete, so there is one."""
     end = size
     while end > 0:
         start = max(0, end - _BLOCK)
@@ -45,7 +46,7 @@ def last_line_end(fd: int, size: int) -> int:
         if found >= 0:
             return start + found + 1
         end = start
-    return 0
+    raise AssertionError("a session file with a complete header has a newline")
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
@@ -77,6 +78,7 @@ class SessionFile:
         self._count_shown = session.persisted
         self._count_at: int | None = None
         self._created = False
+        self._unsynced = False
 
     def write(self) -> None:
         """Hand the pending events to the operating system (no fsync)."""
@@ -93,6 +95,7 @@ class SessionFile:
                 f"cannot write session {self.session.id!r} to {self.path}: {exc}"
             ) from exc
         self._size += len(data)
+        self._unsynced = True
         self._count += len(self.pending)
         self._header = b""
         self.pending.clear()
@@ -103,12 +106,15 @@ class SessionFile:
             return
         os.pwrite(self._fd, f"{self._count:>{COUNT_WIDTH}}".encode(), self._count_at)
         self._count_shown = self._count
+        self._unsynced = True
 
     def fsync(self) -> None:
-        """Make what was written durable; a new file's directory entry too, once."""
-        if self._fd is None:
+        """Make what was written durable (if anything was since the last time); a new file's
+        directory entry too, once."""
+        if self._fd is None or not self._unsynced:
             return
         os.fsync(self._fd)
+        self._unsynced = False
         if self._created:
             directory = os.open(self.path.parent, os.O_RDONLY)
             try:

@@ -1,0 +1,353 @@
+"""persistence_jsonl: configuration, the file format, packing, damage, failures and fsync."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from dsh import AgentOptions, ConfigError, DshError, Harness, HookError
+from dsh.chunks import BlockStart, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
+from dsh.content import Text
+from dsh.converter import EventCodec
+from dsh.events import AssistantChunk, SessionEvent, UserMessage
+from dsh.testing import ScriptedAdapter, text_response
+from dsh_plugins.persistence_jsonl import (
+    JsonlStore,
+    default_dir,
+    file_name,
+    list_sessions,
+    read_session,
+)
+from dsh_plugins.persistence_jsonl.format import decode_lines, encode_events
+
+CODEC = EventCodec()
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage((Text(text),))
+
+
+async def store_session(
+    store: JsonlStore, session_id: str = "s", texts: tuple[str, ...] = ("hello",), **kwargs: Any
+) -> list[SessionEvent]:
+    async with Harness(load_entrypoints=False, plugins=[store], **kwargs) as h:
+        session = h.sessions.create(session_id)
+        for text in texts:
+            session.append("user/message", user(text))
+        await session.flush()
+        return list(session.events)
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+async def test_the_default_directory_follows_xdg_data_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert default_dir() == tmp_path / "data" / "dsh" / "sessions"
+    await store_session(JsonlStore())
+    assert (tmp_path / "data" / "dsh" / "sessions" / "s.jsonl").is_file()
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert default_dir() == Path.home() / ".local" / "share" / "dsh" / "sessions"
+
+
+async def test_config_places_the_directory_and_can_disable_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOMEWHERE", str(tmp_path))
+    config = {"persistence_jsonl": {"dir": "$SOMEWHERE/logs", "fsync": "never"}}
+    await store_session(JsonlStore(), config=config)
+    assert (tmp_path / "logs" / "s.jsonl").is_file()
+    off = {"persistence_jsonl": {"enabled": False}}
+    store = JsonlStore()
+    async with Harness(load_entrypoints=False, plugins=[store], config=off) as h:
+        session = h.sessions.create("off")
+        session.append("user/message", user("x"))
+        await session.checkpoint()
+        await session.flush()
+        assert await h.sessions.load("s") is None
+        assert await h.sessions.stored() == []
+    assert store.directory is None
+    with pytest.raises(ConfigError, match="fsync"):
+        Harness(
+            load_entrypoints=False,
+            plugins=[JsonlStore()],
+            config={"persistence_jsonl": {"fsync": "sometimes"}},
+        ).load()
+
+
+# -- the file --------------------------------------------------------------------------------
+
+
+async def test_a_header_line_then_one_event_per_line(tmp_path: Path) -> None:
+    events = await store_session(JsonlStore(tmp_path), "a/b c", ("Hello\nworld", "again"))
+    path = tmp_path / "a%2Fb%20c.jsonl"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # conversations are private
+    header, *lines = path.read_text().splitlines()
+    fields = json.loads(header)
+    assert fields["format"] == "dsh-session" and fields["version"] == 1
+    assert (fields["id"], fields["title"], fields["events"]) == ("a/b c", "Hello", 2)
+    assert fields["cwd"] == os.getcwd() and "parent" not in fields
+    assert [CODEC.decode(json.loads(line)) for line in lines] == events
+    assert read_session(path, CODEC) == events
+
+
+def test_long_ids_get_short_file_names() -> None:
+    name = file_name("x" * 300)
+    assert len(name) < 200 and name.endswith(".jsonl") and name != file_name("x" * 301)
+
+
+delta_chunks: st.SearchStrategy[StreamChunk] = st.one_of(
+    st.builds(TextDelta, st.integers(0, 1), st.text(max_size=3)),
+    st.builds(ReasoningDelta, st.integers(0, 1), st.text(max_size=3)),
+    st.builds(ToolCallDelta, st.integers(0, 1), st.sampled_from(["a", "b"]), st.text(max_size=3)),
+    st.builds(ToolCallDelta, st.integers(0, 1), st.just("a"), st.text(max_size=3), st.just("name")),
+    st.builds(BlockStart, st.integers(0, 1), st.just("text")),
+)
+
+
+@given(
+    st.lists(
+        st.tuples(delta_chunks, st.integers(1, 2), st.floats(0, 1e10, allow_nan=False)),
+        max_size=30,
+    )
+)
+def test_packed_runs_of_deltas_unpack_to_exactly_the_same_events(
+    chunks: list[tuple[StreamChunk, int, float]],
+) -> None:
+    events = [
+        SessionEvent("assistant/chunk", seq, time, AssistantChunk(1, step, chunk))
+        for seq, (chunk, step, time) in enumerate(chunks)
+    ]
+    text = encode_events(events, CODEC)
+    lines = text.encode().split(b"\n")
+    assert lines[-1] == b""
+    assert decode_lines(lines[:-1], CODEC, Path("x")) == events
+
+
+def test_runs_of_deltas_are_packed_into_one_line() -> None:
+    events = [
+        SessionEvent("assistant/chunk", i, float(i), AssistantChunk(1, 1, TextDelta(0, c)))
+        for i, c in enumerate("abc")
+    ]
+    [line] = encode_events(events, CODEC).splitlines()
+    assert json.loads(line) == {
+        "packed": "text-delta",
+        "seq": 0,
+        "turn": 1,
+        "step": 1,
+        "index": 0,
+        "times": [0.0, 1.0, 2.0],
+        "texts": ["a", "b", "c"],
+    }
+
+
+# -- damage ----------------------------------------------------------------------------------
+
+
+def write_lines(path: Path, *lines: Any) -> Path:
+    path.write_text("".join(f"{json.dumps(line)}\n" for line in lines))
+    return path
+
+
+HEADER = {"format": "dsh-session", "version": 1, "id": "s", "created": 1.0, "cwd": "/", "title": ""}
+
+
+def event_line(seq: int) -> dict[str, Any]:
+    return CODEC.encode(SessionEvent("user/message", seq, 1.0, user("x")))
+
+
+def test_a_corrupt_line_in_the_middle_names_the_file_and_line(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "s.jsonl", HEADER, event_line(0), event_line(1))
+    lines = path.read_text().splitlines()
+    path.write_text(f"{lines[0]}\n{lines[1]}\n{{not json\n{lines[2]}\n")
+    with pytest.raises(DshError, match=rf"{path}:3: corrupt session event line"):
+        read_session(path, CODEC)
+    write_lines(path, HEADER, event_line(0), event_line(2))
+    with pytest.raises(DshError, match=rf"{path}:3: expected the event with seq 1, found seq 2"):
+        read_session(path, CODEC)
+    write_lines(path, HEADER, {"packed": "image-delta", "seq": 0})
+    with pytest.raises(DshError, match="unknown packed run 'image-delta'"):
+        read_session(path, CODEC)
+
+
+def test_headers_must_be_dsh_sessions_of_a_known_version(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "s.jsonl", {"hello": 1})
+    with pytest.raises(DshError, match=rf"{path}:1: not a dsh session file"):
+        read_session(path, CODEC)
+    path.write_text("not json\n")
+    with pytest.raises(DshError, match="not a dsh session file"):
+        read_session(path, CODEC)
+    write_lines(path, {**HEADER, "version": 99})
+    with pytest.raises(DshError, match="version 99 is newer than this dsh reads"):
+        read_session(path, CODEC)
+
+
+async def test_a_torn_header_is_an_empty_session_written_anew_on_resume(tmp_path: Path) -> None:
+    (tmp_path / "s.jsonl").write_bytes(b'{"format":"dsh-ses')
+    assert read_session(tmp_path / "s.jsonl", CODEC) == []
+    seed = [SessionEvent("user/message", 0, 1.0, user("kept"))]
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
+        session = h.sessions.create("s", seed, persisted=1)  # as if another store loaded it
+        session.append("user/message", user("more"))
+    assert read_session(tmp_path / "s.jsonl", CODEC) == list(session.events)
+
+
+async def test_a_resumed_session_without_a_file_here_is_written_whole(tmp_path: Path) -> None:
+    seed = [SessionEvent("user/message", 0, 1.0, user("from elsewhere"))]
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
+        session = h.sessions.create("s", seed, persisted=1)
+        session.append("user/message", user("more"))
+    assert read_session(tmp_path / "s.jsonl", CODEC) == list(session.events)
+
+
+async def test_a_torn_tail_longer_than_a_read_block_is_cut(tmp_path: Path) -> None:
+    events = await store_session(JsonlStore(tmp_path))
+    with (tmp_path / "s.jsonl").open("ab") as file:
+        file.write(b"x" * 200_000)
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
+        session = h.sessions.create("s", events, persisted=len(events))
+        session.append("user/message", user("after"))
+    assert read_session(tmp_path / "s.jsonl", CODEC) == list(session.events)
+    header = (tmp_path / "s.jsonl").read_bytes().split(b"\n")[0]
+    assert json.loads(header)["events"] == 2
+
+
+async def test_a_header_without_a_count_is_appended_to_without_one(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "s.jsonl", HEADER, event_line(0))
+    events = read_session(path, CODEC)
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
+        session = h.sessions.create("s", events, persisted=1)
+        session.append("user/message", user("more"))
+    assert len(read_session(path, CODEC)) == 2
+
+
+def test_a_header_longer_than_a_read_block_is_read(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "s.jsonl", {**HEADER, "cwd": "/" + "d" * 100_000})
+    from dsh_plugins.persistence_jsonl.files import first_line
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert first_line(fd) == path.read_bytes()
+    finally:
+        os.close(fd)
+
+
+# -- listing ---------------------------------------------------------------------------------
+
+
+async def test_listing_skips_what_it_cannot_read(tmp_path: Path) -> None:
+    assert list_sessions(tmp_path / "missing", None, 10) == []
+    await store_session(JsonlStore(tmp_path), "good")
+    (tmp_path / "bad.jsonl").write_text("garbage\n")
+    (tmp_path / "notes.txt").write_text("not a session\n")
+    with capture_logs() as logs:
+        found = list_sessions(tmp_path, None, 10)
+    assert [s.id for s in found] == ["good"]
+    assert logs[0]["event"] == "unreadable session file skipped"
+    assert logs[0]["path"] == str(tmp_path / "bad.jsonl")
+
+
+# -- failures --------------------------------------------------------------------------------
+
+
+async def test_a_directory_that_cannot_be_made_fails_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("in the way")
+    h = Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path / "file" / "sessions")])
+    await h.start()
+    session = h.sessions.create("s")
+    session.append("user/message", user("x"))
+    with pytest.raises(ExceptionGroup) as info:
+        await session.checkpoint()
+    [error] = info.value.exceptions
+    assert isinstance(error, HookError)
+    assert "cannot open session file" in str(error) and "s.jsonl" in str(error)
+    await h.hooks.harness_stop(h)  # closing would flush and fail again
+
+
+async def test_a_failed_write_leaves_no_partial_line_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_pwrite = os.pwrite
+    calls = 0
+
+    def half_then_fail(fd: int, data: Any, offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise OSError(28, "No space left on device")
+        return real_pwrite(fd, bytes(data)[: max(1, len(data) // 2)], offset)
+
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
+        session = h.sessions.create("s")
+        session.append("user/message", user("x"))
+        monkeypatch.setattr(os, "pwrite", half_then_fail)
+        with pytest.raises(ExceptionGroup, match="dsh_session_checkpoint") as info:
+            await session.checkpoint()
+        assert "No space left on device" in str(info.value.exceptions[0])
+        assert (tmp_path / "s.jsonl").read_bytes() == b""  # the half line was cut
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+    assert read_session(tmp_path / "s.jsonl", CODEC) == list(session.events)
+
+
+# -- fsync -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    synced: list[int] = []
+    real = os.fsync
+
+    def record(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    return synced
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("turn", 3), ("checkpoint", 5), ("never", 0)])
+async def test_fsync_modes(tmp_path: Path, fsyncs: list[int], mode: Any, expected: int) -> None:
+    store = JsonlStore(tmp_path, fsync=mode)
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        h.llm.register_adapter(["m"], ScriptedAdapter([text_response("a"), text_response("b")]))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent.send("one")
+        await agent.wait_idle()
+        agent.send("two")
+        await agent.wait_idle()
+    # turn: each turn end (+ the new file's directory once), nothing left at close;
+    # checkpoint: also before each model request
+    assert len(fsyncs) == expected
+
+
+async def test_hooks_ignore_sessions_they_do_not_hold(tmp_path: Path, fsyncs: list[int]) -> None:
+    store = JsonlStore(tmp_path)
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        empty = h.sessions.create("empty")
+        await empty.flush()  # nothing to write: no file, no fsync
+        unknown = h.sessions.create("unknown")
+        store._files.pop("unknown")
+        unknown.append("user/message", user("x"))
+        await unknown.checkpoint()
+        await unknown.flush()
+    assert fsyncs == []
+    assert not (tmp_path / "empty.jsonl").exists() and not (tmp_path / "unknown.jsonl").exists()
+
+
+async def test_a_second_start_of_the_same_store_is_not_needed(tmp_path: Path) -> None:
+    # Two harnesses on one directory in one process: each store instance has its own files.
+    one, two = JsonlStore(tmp_path), JsonlStore(tmp_path)
+    events = await asyncio.gather(store_session(one, "a"), store_session(two, "b"))
+    assert read_session(tmp_path / "a.jsonl", CODEC) == events[0]
+    assert read_session(tmp_path / "b.jsonl", CODEC) == events[1]

@@ -156,7 +156,14 @@ class SqliteStore:
             return
         configured = Path(os.path.expandvars(config.path)).expanduser() if config.path else None
         self.path = self._explicit_path or configured or default_path()
-        self._db = self._connect(self.path)
+
+    def _connection(self) -> sqlite3.Connection:
+        """The database, opened on first use (so that a broken one fails the call that needs
+        it, loudly, rather than the harness start, where failures are only logged)."""
+        if self._db is None:
+            assert self.path is not None
+            self._db = self._connect(self.path)
+        return self._db
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -188,7 +195,7 @@ class SqliteStore:
     # -- writing ---------------------------------------------------------------------------
     @hookimpl
     def dsh_session_created(self, session: Session) -> None:
-        if self._db is not None:
+        if self.path is not None:
             self._pending[session.id] = _Pending(session)
 
     @hookimpl
@@ -208,9 +215,9 @@ class SqliteStore:
     def _commit(self, session: Session, sync: bool) -> None:
         """Write the session's pending events in one transaction."""
         pending = self._pending.get(session.id)
-        if pending is None or not pending.events or self._db is None:
+        if pending is None or not pending.events:
             return
-        db = self._db
+        db = self._connection()
         self._set_synchronous(db, "FULL" if sync else "OFF" if self.fsync == "never" else "NORMAL")
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -264,14 +271,12 @@ class SqliteStore:
     # -- reading ---------------------------------------------------------------------------
     @hookimpl
     def dsh_session_load(self, session_id: str) -> list[SessionEvent] | None:
-        if self._db is None:
+        if self.path is None:
             return None
-        if (
-            self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            is None
-        ):
+        db = self._connection()
+        if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
             return None
-        rows = self._db.execute(
+        rows = db.execute(
             "SELECT seq, time, type, data FROM events WHERE session_id = ? ORDER BY seq",
             (session_id,),
         )
@@ -289,7 +294,7 @@ class SqliteStore:
 
     @hookimpl
     def dsh_session_list(self, query: str | None, limit: int) -> list[SessionSummary] | None:
-        if self._db is None:
+        if self.path is None:
             return None
-        rows = self._db.execute(_LIST, (query, limit))
+        rows = self._connection().execute(_LIST, (query, limit))
         return [SessionSummary(*row) for row in rows]

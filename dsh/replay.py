@@ -5,13 +5,13 @@ logged before it in its step. :func:`verify` folds those chunks through the same
 :class:`~dsh.assembler.BlockAssembler` and compares the outcome (content and usage) with the
 logged message — an integrity check of the log.
 
-A step may hold several attempts: one that failed (in band with ``finish{error|aborted}`` or an
-empty ``stop``, or by raising) and was retried has chunks but no message. Attempts are told
-apart as the loop tells them apart: a failing finish ends one, and so does an ``llm/retry``
-event of the step (the retry plugin logs one before each retry). A retry policy that logs
-nothing after an adapter *raised* leaves the two attempts' chunks indistinguishable; replay
-then reports a mismatch for that step. So does a plugin that rewrote the message in
-``dsh_agent_step_result``.
+A step may hold several attempts: one that failed and was retried has chunks but no message.
+Attempts are told apart as the loop tells them apart: a failing finish (``error``, ``aborted``,
+an empty ``stop``) ends one — the loop logs such a finish when an adapter raises, too — and so
+does an ``llm/retry`` event of the step (the retry plugin logs one before each retry). A log in
+which an attempt ended by a raise without either marker (written before the loop logged that
+finish) cannot be split, and replay reports a mismatch for that step; so it does for a message
+a plugin rewrote in ``dsh_agent_step_result``.
 """
 
 from __future__ import annotations

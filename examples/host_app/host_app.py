@@ -35,14 +35,22 @@ from dsh.events import SessionEvent, TurnEndReason
 from dsh.loop import LoopAgent
 from dsh.session import Session
 
-__all__ = ["EventFeed", "EventHub", "Settings", "SseEvent", "Subscriber", "create_app", "main"]
+__all__ = [
+    "EventFeed",
+    "EventHub",
+    "ServerSentEvent",
+    "Settings",
+    "Subscriber",
+    "create_app",
+    "main",
+]
 
 #: Agent ids: what a client may name an agent (it also names the agent's stored session).
 AGENT_ID = "{id:[A-Za-z0-9_-]{1,64}}"
 
 
 @frozen
-class SseEvent:
+class ServerSentEvent:
     """One server-sent event: its ``event:`` name and its JSON ``data:``."""
 
     name: str
@@ -67,17 +75,17 @@ class Subscriber:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.queue: asyncio.Queue[SseEvent | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[ServerSentEvent | None] = asyncio.Queue()
         self.closed = False
 
-    def offer(self, event: SseEvent) -> bool:
+    def offer(self, event: ServerSentEvent) -> bool:
         """Queue ``event``; False once the stream is closed (or closes now, overflowing)."""
         if self.closed:
             return False
         if self.queue.qsize() >= self.limit:
             while not self.queue.empty():
                 self.queue.get_nowait()
-            self.queue.put_nowait(SseEvent("overflow", {"limit": self.limit}))
+            self.queue.put_nowait(ServerSentEvent("overflow", {"limit": self.limit}))
             self.close()
             return False
         self.queue.put_nowait(event)
@@ -112,7 +120,7 @@ class EventHub:
         return len(self._subscribers.get(agent_id, ()))
 
     def publish(self, agent_id: str, name: str, data: Mapping[str, Any]) -> None:
-        event = SseEvent(name, data)
+        event = ServerSentEvent(name, data)
         for subscriber in list(self._subscribers.get(agent_id, ())):
             if not subscriber.offer(event):
                 self.unsubscribe(agent_id, subscriber)

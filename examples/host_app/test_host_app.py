@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from aiohttp import ClientResponse, web
-from host_app import HARNESS, EventHub, Settings, SseEvent, create_app
+from host_app import HARNESS, EventHub, ServerSentEvent, Settings, create_app
 
 from dsh import Tool, hookimpl, tool
 from dsh.chunks import StreamChunk
@@ -316,8 +316,8 @@ def test_a_client_that_falls_behind_is_cut_off() -> None:
         hub.publish("a", "n", {"n": n})
     assert hub.watchers("a") == 0
     queued = [slow.queue.get_nowait() for _ in range(slow.queue.qsize())]
-    assert queued == [SseEvent("overflow", {"limit": 2}), None]
-    assert not slow.offer(SseEvent("n", {"n": 3}))
+    assert queued == [ServerSentEvent("overflow", {"limit": 2}), None]
+    assert not slow.offer(ServerSentEvent("n", {"n": 3}))
     hub.close()  # nobody left to tell
 
 

@@ -43,7 +43,15 @@ from dsh import recovery
 from dsh.agent import AgentOptions, AgentStatus, Continuation
 from dsh.assembler import AssembledMessage, BlockAssembler
 from dsh.assembly import PromptAssembly, render
-from dsh.chunks import FinishAborted, FinishError, FinishMaxTokens, FinishStop, LlmFailure
+from dsh.chunks import (
+    Finish,
+    FinishAborted,
+    FinishError,
+    FinishMaxTokens,
+    FinishStop,
+    LlmFailure,
+    StreamChunk,
+)
 from dsh.config import AgentLoopConfig
 from dsh.content import (
     Block,
@@ -122,6 +130,16 @@ def _failure_of(result: AssembledMessage) -> LlmFailure | None:
     if isinstance(finish, FinishStop) and _is_empty(result.message.content):
         return LlmFailure("the model returned an empty completion", "EMPTY_RESPONSE")
     return None
+
+
+def _adapter_error(exc: Exception) -> LlmError:
+    """An adapter raised something other than ``LlmError``."""
+    return LlmError.of("ADAPTER_ERROR", f"{type(exc).__name__}: {exc}")
+
+
+def _failed_finish(failure: LlmFailure) -> Finish:
+    """The finish chunk that ends a failed stream on the in-band path."""
+    return Finish(FinishAborted(failure) if failure.code == "ABORTED" else FinishError(failure))
 
 
 def _failure_reason(failure: LlmFailure) -> TurnEndReason:
@@ -447,15 +465,26 @@ class LoopAgent:
         assembler = BlockAssembler()
         append = self.session.append
         observe = self._hooks.agent_stream_chunk
+
+        def record(chunk: StreamChunk) -> None:
+            append("assistant/chunk", AssistantChunk(turn, step, chunk))
+            observe(self, turn, step, chunk)
+            assembler.push(chunk)
+
         try:
             async for chunk in stream:
-                append("assistant/chunk", AssistantChunk(turn, step, chunk))
-                observe(self, turn, step, chunk)
-                assembler.push(chunk)
-        except (LlmError, HookError, asyncio.CancelledError):
+                record(chunk)
+        except (HookError, asyncio.CancelledError):
             raise
         except Exception as exc:
-            raise LlmError.of("ADAPTER_ERROR", f"{type(exc).__name__}: {exc}") from exc
+            error = exc if isinstance(exc, LlmError) else _adapter_error(exc)
+            if assembler.finish is None:
+                # Log a raised failure as the finish chunk the in-band path sends, so that the
+                # session and the chunk observers see one shape whichever way the adapter failed.
+                record(_failed_finish(error.failure))
+            if error is exc:
+                raise
+            raise error from exc
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:

@@ -1,0 +1,124 @@
+"""The SDK adapter: DeepSeek's chat completions through the official ``openai`` SDK.
+
+The independent twin of ``llm_deepseek``: the same endpoint, models and StreamChunks, built on
+the SDK's parsed chunks instead of a hand-rolled parser. One call is one provider attempt (the
+client never retries). It takes the *in-band* error path: a failed call — an HTTP error, a
+timeout, a broken or malformed stream, a missing SDK or key — ends the stream with
+``finish{error}`` carrying the full :class:`LlmFailure`, and never raises.
+
+The SDK is an optional extra, imported when a model of this adapter is first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import TYPE_CHECKING
+
+import structlog
+
+from dsh.chunks import Finish, FinishError, LlmFailure, StreamChunk
+from dsh.request import LlmRequest
+from dsh_plugins.llm_openai_sdk.config import OpenAISdkConfig
+from dsh_plugins.llm_openai_sdk.serialize import create_arguments, is_strict
+
+if TYPE_CHECKING:
+    from dsh_plugins.llm_openai_sdk.sdk import DeepSeekOpenAI
+
+__all__ = ["INSTALL", "PROVIDER", "OpenAISdkAdapter"]
+
+PROVIDER = "deepseek-sdk"
+INSTALL = "pip install 'dsh-harness[openai]'"
+log = structlog.get_logger("dsh.llm_openai_sdk")
+
+
+def _sdk_missing(model: str) -> LlmFailure | None:
+    """Why ``model`` cannot be served without the SDK, or ``None`` when it is installed."""
+    try:
+        importlib.import_module("openai")
+    except ImportError:
+        return LlmFailure(
+            f"model {model!r} is served through the openai SDK, which is not installed: run "
+            f"{INSTALL} (or pip install openai), or use the built-in llm_deepseek adapter "
+            f"instead ({model.removeprefix(PROVIDER + '/')}), which needs no SDK",
+            "MISSING_DEPENDENCY",
+        )
+    return None
+
+
+def _missing_key() -> LlmFailure:
+    return LlmFailure(
+        "no DeepSeek API key: set the DEEPSEEK_API_KEY environment variable (or api_key in the "
+        "[llm_openai_sdk] config section), or run `dsh demo` to try dsh offline against the "
+        "bundled mock server",
+        "AUTH",
+    )
+
+
+class OpenAISdkAdapter:
+    """Streams DeepSeek chat completions through ``openai.AsyncOpenAI``. Serves
+    ``deepseek-sdk/<model>`` and sends the bare model name."""
+
+    def __init__(self, config: OpenAISdkConfig) -> None:
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        # Read once, here; never logged, never part of a request that reaches the session.
+        self._api_key = config.api_key or os.environ.get("DEEPSEEK_API_KEY") or None
+        self._client: DeepSeekOpenAI | None = None
+        self._beta: DeepSeekOpenAI | None = None
+
+    def __repr__(self) -> str:
+        return f"<OpenAISdkAdapter {self.base_url}>"
+
+    def model_ids(self) -> list[str]:
+        """Every id this adapter serves: each configured model, ``deepseek-sdk/``-prefixed."""
+        return [f"{PROVIDER}/{model}" for model in self.config.models]
+
+    def url_for(self, request: LlmRequest) -> str:
+        """The base URL a request goes to: strict tools are a beta feature."""
+        return f"{self.base_url}/beta" if is_strict(request) else self.base_url
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
+        """The chunks of one streamed completion; a failure is the last chunk,
+        ``finish{error}``."""
+        failure = _sdk_missing(request.model)
+        key = self._api_key
+        if failure is not None or key is None:
+            yield Finish(FinishError(failure or _missing_key()))
+            return
+        from dsh_plugins.llm_openai_sdk.completion import stream_completion
+
+        base_url = self.url_for(request)
+        arguments = create_arguments(request, request.model.removeprefix(f"{PROVIDER}/"))
+        log.debug("deepseek-sdk request", url=base_url, model=arguments["model"])
+        client = self._client_for(base_url, key)
+        url = f"{base_url}/chat/completions"
+        async with aclosing(
+            stream_completion(client, arguments, url, self.config.idle_timeout_s)
+        ) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    def _client_for(self, base_url: str, api_key: str) -> DeepSeekOpenAI:
+        """The client (made on first use), or its copy for the beta URL; both share one
+        connection pool."""
+        if self._client is None:
+            from dsh_plugins.llm_openai_sdk.sdk import make_client
+
+            config = self.config
+            self._client = make_client(
+                self.base_url, api_key, config.connect_timeout_s, config.idle_timeout_s
+            )
+        if base_url == self.base_url:
+            return self._client
+        if self._beta is None:
+            self._beta = self._client.with_options(base_url=base_url)
+        return self._beta
+
+    async def aclose(self) -> None:
+        """Close the client and its connection pool (the harness awaits this at stop)."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = self._beta = None

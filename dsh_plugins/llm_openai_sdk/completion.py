@@ -1,0 +1,81 @@
+"""One streamed completion through the SDK, as StreamChunks, every failure in band.
+
+Imported with the SDK (see :mod:`.sdk`). The idle deadline is enforced here, per chunk: the SDK
+swallows DeepSeek's keep-alive comments, so they can never extend it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+from openai import AsyncStream
+from openai.types.chat import ChatCompletionChunk
+
+from dsh.chunks import Finish, FinishAborted, FinishError, LlmFailure, StreamChunk
+from dsh_plugins.llm_openai_sdk.failures import request_failure, stream_failure
+from dsh_plugins.llm_openai_sdk.sdk import DeepSeekOpenAI
+from dsh_plugins.llm_openai_sdk.translate import ChunkMapper
+
+__all__ = ["ABORTED", "stream_completion"]
+
+ABORTED = LlmFailure("the stream was cancelled by its consumer", "ABORTED")
+
+
+def _task_is_cancelled() -> bool:
+    """Whether the running task itself is being cancelled. Such a cancellation must go on
+    (asyncio's contract: ``abort``, ``dispose`` and ``asyncio.timeout`` rely on it); only a
+    ``CancelledError`` thrown into the stream from outside the task ends it in band."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+async def stream_completion(
+    client: DeepSeekOpenAI, arguments: dict[str, Any], url: str, idle_timeout_s: float
+) -> AsyncGenerator[StreamChunk, None]:
+    """Call ``chat.completions.create(**arguments)`` and stream the answer's chunks; a failure
+    ends the stream with ``finish{error}`` (or ``finish{aborted}``)."""
+    try:
+        async with asyncio.timeout(idle_timeout_s):
+            response = await client.chat.completions.create(**arguments)
+    except Exception as exc:
+        failure = request_failure(exc, url, idle_timeout_s)
+        if failure is None:
+            raise
+        yield Finish(FinishError(failure))
+        return
+    try:
+        async with aclosing(_answer(response, idle_timeout_s)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+    finally:
+        await response.close()
+
+
+async def _answer(
+    response: AsyncStream[ChatCompletionChunk], idle_timeout_s: float
+) -> AsyncGenerator[StreamChunk, None]:
+    mapper = ChunkMapper()
+    parsed = aiter(response)
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(idle_timeout_s):
+                    chunk = await anext(parsed)
+            except StopAsyncIteration:
+                break
+            for out in mapper.feed(chunk):
+                yield out
+        for out in mapper.close():
+            yield out
+    except asyncio.CancelledError:
+        if _task_is_cancelled():
+            raise
+        yield Finish(FinishAborted(ABORTED))
+    except Exception as exc:
+        failure = stream_failure(exc, idle_timeout_s)
+        if failure is None:
+            raise
+        yield Finish(FinishError(failure))

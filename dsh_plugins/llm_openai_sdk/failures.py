@@ -1,0 +1,143 @@
+"""What the SDK raises, as :class:`LlmFailure` values with canonical codes.
+
+This adapter never raises for a failed call: the adapter ends the stream with
+``finish{error}`` carrying one of these. Imported with the SDK (see :mod:`.sdk`).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from collections.abc import Mapping
+
+import openai
+
+from dsh.chunks import LlmFailure
+from dsh.errors import LlmError
+from dsh_plugins.llm_openai_sdk.sdk import MissingDone
+
+__all__ = ["request_failure", "retry_after_s", "status_failure", "stream_failure"]
+
+_CONTEXT_OVERFLOW = re.compile(r"context (length|window)|maximum context", re.IGNORECASE)
+# The SDK already sorts statuses into exception classes; the canonical code follows the class.
+_CODE_OF_ERROR: tuple[tuple[type[openai.APIStatusError], str], ...] = (
+    (openai.RateLimitError, "RATE_LIMIT"),
+    (openai.AuthenticationError, "AUTH"),
+    (openai.PermissionDeniedError, "AUTH"),
+    (openai.BadRequestError, "INVALID_REQUEST"),
+    (openai.UnprocessableEntityError, "INVALID_REQUEST"),
+    (openai.InternalServerError, "SERVER"),
+)
+# Statuses DeepSeek documents that the SDK has no class for.
+_CODE_OF_STATUS = {402: "INSUFFICIENT_BALANCE", 413: "INVALID_REQUEST"}
+_HINTS = {
+    "AUTH": " (check DEEPSEEK_API_KEY or api_key in the [llm_openai_sdk] config section)",
+    "INSUFFICIENT_BALANCE": " (top up the account at https://platform.deepseek.com)",
+}
+_REQUEST_ID_HEADERS = ("x-request-id", "x-deepseek-request-id", "request-id")
+_HTTP_STACK = frozenset({"httpx", "httpx2", "httpcore", "h11", "h2", "anyio"})
+
+
+def retry_after_s(header: str | None, now: float | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for, in seconds (never negative): it holds
+    seconds or an HTTP date. ``None`` when absent or unreadable."""
+    value = (header or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment - (time.time() if now is None else now))
+
+
+def _status_code(error: openai.APIStatusError, message: str) -> str:
+    if isinstance(error, openai.BadRequestError) and _CONTEXT_OVERFLOW.search(message):
+        return "CONTEXT_WINDOW_EXCEEDED"
+    for error_class, code in _CODE_OF_ERROR:
+        if isinstance(error, error_class):
+            return code
+    return _CODE_OF_STATUS.get(error.status_code, f"HTTP_{error.status_code}")
+
+
+def _body_message(error: openai.APIStatusError) -> str:
+    """DeepSeek's ``{"error": {"message": ...}}`` (the SDK keeps the inner object as
+    ``body``), else the body as text, else the status line's reason."""
+    body = error.body
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return error.response.text.strip() or error.response.reason_phrase
+
+
+def status_failure(error: openai.APIStatusError) -> LlmFailure:
+    """The failure of an HTTP error answer: its status, the body's message, ``Retry-After``
+    and the request id."""
+    message = _body_message(error)
+    code = _status_code(error, message)
+    headers = error.response.headers
+    return LlmFailure(
+        message=f"DeepSeek answered HTTP {error.status_code}: {message}{_HINTS.get(code, '')}",
+        code=code,
+        status=error.status_code,
+        retry_after_s=retry_after_s(headers.get("retry-after")),
+        request_id=next((headers[name] for name in _REQUEST_ID_HEADERS if name in headers), None),
+    )
+
+
+def _cause(error: BaseException) -> str:
+    """What the HTTP stack said, behind the SDK's generic "Connection error."."""
+    cause = error.__cause__ or error
+    return f"{type(cause).__name__}: {cause}"
+
+
+def _from_http_stack(error: BaseException) -> bool:
+    """The SDK lets some errors of its HTTP stack escape unwrapped (one that breaks off while
+    it reads an error body): tell them by the module that raised them."""
+    return type(error).__module__.partition(".")[0] in _HTTP_STACK
+
+
+def request_failure(error: Exception, url: str, timeout_s: float) -> LlmFailure | None:
+    """The failure of a call that got no streaming answer; ``None`` if ``error`` is not one
+    the SDK or its HTTP stack raises (a bug: let it propagate)."""
+    if isinstance(error, openai.APIStatusError):
+        return status_failure(error)
+    if isinstance(error, TimeoutError | openai.APITimeoutError):
+        return LlmFailure(f"no answer from {url} within {timeout_s} s", "TIMEOUT")
+    if isinstance(error, openai.APIConnectionError) or _from_http_stack(error):
+        return LlmFailure(f"cannot reach DeepSeek at {url}: {_cause(error)}", "TRANSPORT")
+    return None
+
+
+def _error_event(error: openai.APIError) -> LlmFailure:
+    """An OpenAI-style ``{"error": {...}}`` payload in the stream (the SDK raises on it)."""
+    body = error.body
+    details = body if isinstance(body, Mapping) else {"message": body}
+    kind = str(details.get("type"))
+    code = "RATE_LIMIT" if "rate_limit" in kind else "SERVER"
+    return LlmFailure(f"DeepSeek reported an error mid-stream: {details.get('message')}", code)
+
+
+def stream_failure(error: Exception, idle_timeout_s: float) -> LlmFailure | None:
+    """The failure of a stream that broke after the answer started; ``None`` if ``error`` is
+    not a stream failure (a bug: let it propagate)."""
+    if isinstance(error, LlmError):
+        return error.failure
+    if isinstance(error, TimeoutError | openai.APITimeoutError):
+        return LlmFailure(f"the stream made no progress for {idle_timeout_s} s", "TIMEOUT")
+    if isinstance(error, openai.APIConnectionError):
+        return LlmFailure(f"the connection broke before [DONE]: {_cause(error)}", "STREAM_CLOSED")
+    if isinstance(error, MissingDone):
+        return LlmFailure("the stream ended without [DONE]", "STREAM_CLOSED")
+    if isinstance(error, json.JSONDecodeError):
+        return LlmFailure(
+            f"DeepSeek sent an event that is not JSON: {error.doc:.200}", "MALFORMED_RESPONSE"
+        )
+    if isinstance(error, openai.APIError):
+        return _error_event(error)
+    return None

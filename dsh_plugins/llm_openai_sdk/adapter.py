@@ -6,11 +6,14 @@ client never retries). It takes the *in-band* error path: a failed call — an H
 timeout, a broken or malformed stream, a missing SDK or key — ends the stream with
 ``finish{error}`` carrying the full :class:`LlmFailure`, and never raises.
 
+Cancelling the consuming task closes the response and the cancellation goes on, as asyncio
+requires; a ``CancelledError`` the consumer throws into the stream ends it ``finish{aborted}``.
 The SDK is an optional extra, imported when a model of this adapter is first used.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 from collections.abc import AsyncIterator
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from dsh.chunks import Finish, FinishError, LlmFailure, StreamChunk
+from dsh.chunks import Finish, FinishAborted, FinishError, LlmFailure, StreamChunk
 from dsh.request import LlmRequest
 from dsh_plugins.llm_openai_sdk.config import OpenAISdkConfig
 from dsh_plugins.llm_openai_sdk.serialize import create_arguments, is_strict
@@ -27,11 +30,21 @@ from dsh_plugins.llm_openai_sdk.serialize import create_arguments, is_strict
 if TYPE_CHECKING:
     from dsh_plugins.llm_openai_sdk.sdk import DeepSeekOpenAI
 
-__all__ = ["INSTALL", "PROVIDER", "OpenAISdkAdapter"]
+__all__ = ["ABORTED", "INSTALL", "PROVIDER", "OpenAISdkAdapter"]
 
 PROVIDER = "deepseek-sdk"
 INSTALL = "pip install 'dsh-harness[openai]'"
+ABORTED = LlmFailure("the stream was cancelled by its consumer", "ABORTED")
 log = structlog.get_logger("dsh.llm_openai_sdk")
+
+
+def _task_is_cancelled() -> bool:
+    """Whether the running task itself is being cancelled. That cancellation must go on —
+    asyncio's contract, which ``abort``, ``dispose`` and ``asyncio.timeout`` rely on — so only
+    a ``CancelledError`` that reaches the stream any other way (thrown into it by its consumer)
+    ends it in band."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 def _sdk_missing(model: str) -> LlmFailure | None:
@@ -95,11 +108,16 @@ class OpenAISdkAdapter:
         log.debug("deepseek-sdk request", url=base_url, model=arguments["model"])
         client = self._client_for(base_url, key)
         url = f"{base_url}/chat/completions"
-        async with aclosing(
-            stream_completion(client, arguments, url, self.config.idle_timeout_s)
-        ) as chunks:
-            async for chunk in chunks:
-                yield chunk
+        try:
+            async with aclosing(
+                stream_completion(client, arguments, url, self.config.idle_timeout_s)
+            ) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+        except asyncio.CancelledError:
+            if _task_is_cancelled():
+                raise
+            yield Finish(FinishAborted(ABORTED))
 
     def _client_for(self, base_url: str, api_key: str) -> DeepSeekOpenAI:
         """The client (made on first use), or its copy for the beta URL; both share one

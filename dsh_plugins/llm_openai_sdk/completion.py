@@ -14,29 +14,19 @@ from typing import Any
 from openai import AsyncStream
 from openai.types.chat import ChatCompletionChunk
 
-from dsh.chunks import Finish, FinishAborted, FinishError, LlmFailure, StreamChunk
+from dsh.chunks import Finish, FinishError, StreamChunk
 from dsh_plugins.llm_openai_sdk.failures import request_failure, stream_failure
 from dsh_plugins.llm_openai_sdk.sdk import DeepSeekOpenAI
 from dsh_plugins.llm_openai_sdk.translate import ChunkMapper
 
-__all__ = ["ABORTED", "stream_completion"]
-
-ABORTED = LlmFailure("the stream was cancelled by its consumer", "ABORTED")
-
-
-def _task_is_cancelled() -> bool:
-    """Whether the running task itself is being cancelled. Such a cancellation must go on
-    (asyncio's contract: ``abort``, ``dispose`` and ``asyncio.timeout`` rely on it); only a
-    ``CancelledError`` thrown into the stream from outside the task ends it in band."""
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
+__all__ = ["stream_completion"]
 
 
 async def stream_completion(
     client: DeepSeekOpenAI, arguments: dict[str, Any], url: str, idle_timeout_s: float
 ) -> AsyncGenerator[StreamChunk, None]:
     """Call ``chat.completions.create(**arguments)`` and stream the answer's chunks; a failure
-    ends the stream with ``finish{error}`` (or ``finish{aborted}``)."""
+    ends the stream with ``finish{error}``."""
     try:
         async with asyncio.timeout(idle_timeout_s):
             response = await client.chat.completions.create(**arguments)
@@ -70,10 +60,6 @@ async def _answer(
                 yield out
         for out in mapper.close():
             yield out
-    except asyncio.CancelledError:
-        if _task_is_cancelled():
-            raise
-        yield Finish(FinishAborted(ABORTED))
     except Exception as exc:
         failure = stream_failure(exc, idle_timeout_s)
         if failure is None:

@@ -134,6 +134,8 @@ def stream_failure(error: Exception, idle_timeout_s: float) -> LlmFailure | None
         return LlmFailure(f"the connection broke before [DONE]: {_cause(error)}", "STREAM_CLOSED")
     if isinstance(error, MissingDone):
         return LlmFailure("the stream ended without [DONE]", "STREAM_CLOSED")
+    if isinstance(error, UnicodeDecodeError):
+        return LlmFailure(f"DeepSeek sent bytes that are not UTF-8: {error}", "MALFORMED_RESPONSE")
     if isinstance(error, json.JSONDecodeError):
         return LlmFailure(
             f"DeepSeek sent an event that is not JSON: {error.doc:.200}", "MALFORMED_RESPONSE"

@@ -130,7 +130,7 @@ class ChunkMapper:
         shaped like one."""
         try:
             return self._map(chunk)
-        except (AttributeError, TypeError, ValueError) as exc:
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
             raise LlmError.of(
                 "MALFORMED_RESPONSE", f"unexpected chunk from DeepSeek ({exc}): {chunk!r:.200}"
             ) from exc

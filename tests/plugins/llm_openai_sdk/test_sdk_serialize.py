@@ -1,0 +1,171 @@
+"""LlmRequest → the arguments of ``chat.completions.create``, and the body that reaches the
+server through the SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.request import LlmRequest, ToolSchema
+from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter
+from dsh_plugins.llm_openai_sdk.serialize import create_arguments
+from dsh_plugins.mock_server import MockServer
+
+from .support import MODEL, collect
+
+CALL = ToolCall("call_00_abc", "get_date", "{}")
+WEATHER = ToolSchema(
+    "get_weather",
+    "Weather for a city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+STRICT_WEATHER = attrs.evolve(WEATHER, strict=True)
+USER = (Message("user", (Text("q"),)),)
+
+
+def arguments_of(request: LlmRequest) -> dict[str, Any]:
+    return create_arguments(request, "deepseek-v4-pro")
+
+
+def messages_of(*messages: Message, system: str | None = None) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = arguments_of(LlmRequest(MODEL, messages, system=system))[
+        "messages"
+    ]
+    return wire
+
+
+def test_a_minimal_request_streams_with_usage_and_sets_nothing_else() -> None:
+    assert arguments_of(LlmRequest(MODEL, USER)) == {
+        "model": "deepseek-v4-pro",
+        "messages": [{"role": "user", "content": "q"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def test_sampling_options_are_passed_when_set() -> None:
+    request = LlmRequest(MODEL, USER, temperature=0.0, max_tokens=99, stop=("##",))
+    arguments = arguments_of(request)
+    assert (arguments["temperature"], arguments["max_tokens"], arguments["stop"]) == (
+        0.0,
+        99,
+        ["##"],
+    )
+
+
+def test_thinking_and_effort_travel_in_extra_body() -> None:
+    on = arguments_of(LlmRequest(MODEL, USER, thinking=True, reasoning_effort="max"))
+    assert on["extra_body"] == {"thinking": {"type": "enabled"}, "reasoning_effort": "max"}
+    off = arguments_of(LlmRequest(MODEL, USER, thinking=False, reasoning_effort="max"))
+    assert off["extra_body"] == {"thinking": {"type": "disabled"}}
+    default = arguments_of(LlmRequest(MODEL, USER, reasoning_effort="high"))
+    assert default["extra_body"] == {"reasoning_effort": "high"}
+
+
+def test_the_system_prompt_and_system_messages_become_system_messages() -> None:
+    messages = messages_of(
+        Message("system", (Text("be brief"), Text("be kind"))),
+        Message("user", (Text("q"),)),
+        system="You are dsh.",
+    )
+    assert messages == [
+        {"role": "system", "content": "You are dsh."},
+        {"role": "system", "content": "be brief\nbe kind"},
+        {"role": "user", "content": "q"},
+    ]
+
+
+def test_user_text_is_joined_and_images_make_content_parts() -> None:
+    assert messages_of(Message("user", (Text("a"), Text("b")))) == [
+        {"role": "user", "content": "a\nb"}
+    ]
+    with_image = messages_of(Message("user", (Text("look"), Image("data:image/png;base64,x"))))
+    assert with_image == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,x"}},
+            ],
+        }
+    ]
+
+
+def test_an_assistant_turn_passes_reasoning_back_and_never_sends_null_content() -> None:
+    turn = Message("assistant", (Reasoning("think"), Reasoning(" more"), CALL))
+    assert messages_of(turn) == [
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "think more",
+            "tool_calls": [
+                {
+                    "id": "call_00_abc",
+                    "type": "function",
+                    "function": {"name": "get_date", "arguments": "{}"},
+                }
+            ],
+        }
+    ]
+    plain = messages_of(Message("assistant", (Text("a"), Text("b"))))
+    assert plain == [{"role": "assistant", "content": "ab"}]
+
+
+def test_tool_results_answer_their_calls_in_order_between_user_content() -> None:
+    blocks = (
+        Text("before"),
+        ToolResult("call_1", (Text("one"),)),
+        ToolResult("call_2", (Text("a"), Image("http://x/y.png", "image/png"), Text(""))),
+        ToolResult("call_3", ()),
+        Reasoning("ignored in a user turn"),
+        Text("after"),
+    )
+    assert messages_of(Message("user", blocks)) == [
+        {"role": "user", "content": "before"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "one"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "a\n[image: image/png]"},
+        {"role": "tool", "tool_call_id": "call_3", "content": "(no output)"},
+        {"role": "user", "content": "after"},
+    ]
+    unnamed = messages_of(Message("user", (ToolResult("c", (Image("http://x"),)), Reasoning("r"))))
+    assert unnamed == [{"role": "tool", "tool_call_id": "c", "content": "[image: unknown type]"}]
+
+
+def test_strict_tools_make_every_function_strict() -> None:
+    loose = ToolSchema("echo", "Echo.")
+    plain = arguments_of(LlmRequest(MODEL, USER, tools=(WEATHER,)))
+    assert plain["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather for a city",
+                "parameters": WEATHER.parameters,
+            },
+        }
+    ]
+    strict = arguments_of(LlmRequest(MODEL, USER, tools=(STRICT_WEATHER, loose)))
+    assert [tool["function"]["strict"] for tool in strict["tools"]] == [True, True]
+
+
+async def test_the_sdk_sends_exactly_these_arguments_and_strict_tools_go_to_beta(
+    adapter: OpenAISdkAdapter, mock_server: MockServer
+) -> None:
+    history = (
+        Message("user", (Text("weather?"),)),
+        Message("assistant", (Reasoning("call it"), CALL)),
+        Message("user", (ToolResult(CALL.id, (Text("Monday"),)),)),
+    )
+    request = LlmRequest(MODEL, history, tools=(WEATHER,), thinking=True, max_tokens=50)
+    mock_server.queue("text", "text")
+    await collect(adapter, request)
+    strict_request = LlmRequest(MODEL, history[:1], tools=(STRICT_WEATHER,))
+    await collect(adapter, strict_request)
+    first, second = mock_server.requests
+    expected = create_arguments(request, "deepseek-v4-flash")
+    expected.update(expected.pop("extra_body"))
+    assert (first.path, first.body) == ("/chat/completions", expected)
+    assert second.path == "/beta/chat/completions"
+    assert second.body["tools"][0]["function"]["strict"] is True

@@ -86,7 +86,7 @@ def tool(
     """
 
     def build(function: Callable[..., Any]) -> Tool:
-        doc = parse_docstring(inspect.getdoc(function))
+        doc = parse_docstring(function.__doc__)
         tool_name = name or function.__name__
         try:
             arguments, execution_param = _signature(function, strict, doc.params)
@@ -550,7 +550,8 @@ _SPHINX_PARAMS = {"param", "parameter", "arg", "argument", "key", "keyword", "iv
 
 
 def parse_docstring(doc: str | None) -> Docstring:
-    """Split ``doc`` into its description and its parameters' text (any of the three styles)."""
+    """Split ``doc`` (a raw ``__doc__``: it is cleaned here) into its description and its
+    parameters' text, in any of the three styles."""
     lines = inspect.cleandoc(doc or "").splitlines()
     start = next((i for i in range(len(lines)) if _starts_section(lines, i)), len(lines))
     params = {**_numpy_params(lines), **_sphinx_params(lines), **_google_params(lines)}

@@ -476,6 +476,17 @@ def test_sphinx_docstrings() -> None:
     assert doc.params == {"path": "The file, relative.", "count": "How many."}
 
 
+def test_a_docstring_may_start_with_its_parameters() -> None:
+    def run(command: str) -> str:
+        """
+        Args:
+            command: The command line.
+        """
+        return command
+
+    assert props(tool(run)) == {"command": {"type": "string", "description": "The command line."}}
+
+
 def test_missing_or_plain_docstrings() -> None:
     assert parse_docstring(None).description == ""
     assert parse_docstring("Does this:\n\nand that.").description == "Does this:\n\nand that."

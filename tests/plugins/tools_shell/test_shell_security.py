@@ -1,0 +1,151 @@
+"""Security: no secret reaches a command, and no command outlives its call."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh import AgentOptions, Harness
+from dsh.events import ToolResultEvent
+from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh_plugins.tools_shell import ShellToolPlugin
+from dsh_plugins.tools_shell.output import HeadTail
+from dsh_plugins.tools_shell.process import run_command
+from tests.plugins.tools_shell.support import Call, alive, eventually, pids, running_with, text
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-openai-value",
+    "DEEPSEEK_API_KEY": "sk-deepseek-value",
+    "GITHUB_TOKEN": "ghp-token-value",
+    "AWS_SECRET_ACCESS_KEY": "aws-secret-value",
+    "DB_PASSWORD": "db-password-value",
+    "my_service_secret": "lowercase-secret-value",
+}
+
+#: Starts a child that ignores SIGTERM, records both pids, then waits for the child.
+STUBBORN = "trap '' TERM; sleep 30 & echo $! > child.pid; echo $$ > shell.pid; wait"
+
+
+async def test_secret_variables_are_absent(call: Call, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PLAIN_SETTING", "plain-value")
+    seen = text(await call("shell", command="env"))
+    leaked = [name for name, value in SECRETS.items() if name in seen or value in seen]
+    assert leaked == []
+    assert "PLAIN_SETTING=plain-value" in seen
+    assert "PAGER=cat" in seen
+
+
+@pytest.mark.parametrize("shell_config", [{"env_allow": ["GITHUB_TOKEN"]}])
+async def test_a_secret_can_be_allowed_explicitly(
+    call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-token-value")
+    monkeypatch.setenv("OTHER_TOKEN", "other-value")
+    seen = text(await call("shell", command="env"))
+    assert "GITHUB_TOKEN=ghp-token-value" in seen and "OTHER_TOKEN" not in seen
+
+
+@pytest.mark.parametrize("shell_config", [{"kill_grace_s": 0.1}])
+async def test_a_command_that_ignores_sigterm_is_still_killed_at_timeout(
+    call: Call, workspace: Path
+) -> None:
+    started = time.monotonic()
+    outcome = await call("shell", command=STUBBORN, timeout_s=0.3)
+    assert outcome.code == "TOOL_TIMEOUT"
+    assert time.monotonic() - started < 5
+    child, shell = await pids(workspace / "child.pid", workspace / "shell.pid")
+    await eventually(lambda: not alive(child) and not alive(shell))
+
+
+@pytest.mark.parametrize("shell_config", [{"kill_grace_s": 0.2}])
+async def test_children_that_outlive_the_leader_are_killed_too(call: Call, workspace: Path) -> None:
+    # The shell dies of SIGTERM at once; the subshell ignores it and must still be killed.
+    command = "(trap '' TERM; sleep 30) & echo $! > child.pid; echo $$ > shell.pid; wait"
+    outcome = await call("shell", command=command, timeout_s=0.2)
+    assert outcome.code == "TOOL_TIMEOUT"
+    child, shell = await pids(workspace / "child.pid", workspace / "shell.pid")
+    await eventually(lambda: not alive(child) and not alive(shell), timeout_s=2)
+
+
+@pytest.mark.parametrize("shell_config", [{"kill_grace_s": 0.1}])
+async def test_cancelling_the_call_kills_the_process_group(call: Call, workspace: Path) -> None:
+    running = asyncio.ensure_future(call("shell", command=STUBBORN))
+    child, shell = await pids(workspace / "child.pid", workspace / "shell.pid")
+    assert alive(child) and alive(shell)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await eventually(lambda: not alive(child) and not alive(shell), timeout_s=2)
+
+
+async def test_a_cancellation_while_the_command_starts_kills_its_group(tmp_path: Path) -> None:
+    marker = f"30.{os.getpid()}{time.monotonic_ns() % 100000}"
+    running = asyncio.ensure_future(
+        run_command(
+            ["/bin/sh", "-c", f"sleep {marker} & wait"],
+            cwd=tmp_path,
+            env=dict(os.environ),
+            timeout_s=60,
+            grace_s=0.1,
+            output=HeadTail(100),
+        )
+    )
+    await asyncio.sleep(0)  # the call is now waiting for the process to start
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await eventually(lambda: not running_with(marker), timeout_s=2)
+
+
+@pytest.mark.parametrize("shell_config", [{"kill_grace_s": 60}])
+async def test_a_second_cancellation_kills_at_once(call: Call, workspace: Path) -> None:
+    running = asyncio.ensure_future(call("shell", command=STUBBORN))
+    child, shell = await pids(workspace / "child.pid", workspace / "shell.pid")
+    running.cancel()
+    await asyncio.sleep(0.05)  # the call is now inside its 60 s grace period
+    assert not running.done() and alive(child)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await eventually(lambda: not alive(child) and not alive(shell), timeout_s=2)
+
+
+async def test_a_process_that_leaves_the_group_does_not_hang_the_call(
+    call: Call, workspace: Path
+) -> None:
+    # It starts its own session (out of reach by design) and keeps the output pipe open.
+    escape = f"{sys.executable} -c 'import os, time; os.setsid(); time.sleep(30)'"
+    started = time.monotonic()
+    outcome = await call(
+        "shell", command=f"{escape} & echo $! > daemon.pid; echo started", timeout_s=0.3
+    )
+    assert time.monotonic() - started < 5
+    assert outcome.code == "TOOL_TIMEOUT" and "Output so far:\nstarted\n" in text(outcome)
+    [daemon] = await pids(workspace / "daemon.pid")
+    os.kill(daemon, signal.SIGKILL)
+
+
+async def test_aborting_the_agent_kills_the_running_command(tmp_path: Path) -> None:
+    adapter = ScriptedAdapter(
+        [tool_call_response("c1", "shell", {"command": STUBBORN}), text_response("never")]
+    )
+    config: dict[str, Any] = {"tools_shell": {"kill_grace_s": 0.1}}
+    async with Harness(load_entrypoints=False, plugins=[ShellToolPlugin], config=config) as h:
+        h.llm.register_adapter(["scripted"], adapter)
+        agent = h.agent_loop.create("a", AgentOptions(model="scripted", workspace=str(tmp_path)))
+        agent.send("run it")
+        child, shell = await pids(tmp_path / "child.pid", tmp_path / "shell.pid")
+        agent.abort("user pressed stop")
+        await agent.wait_idle()
+    [result] = [e.data for e in agent.session.events if e.type == "tool/result"]
+    assert isinstance(result, ToolResultEvent) and result.code == "ABORTED"
+    await eventually(lambda: not alive(child) and not alive(shell), timeout_s=2)

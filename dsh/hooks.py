@@ -339,6 +339,9 @@ class Hooks:
     async def session_checkpoint(self, session: Session) -> None:
         await self.runtime.parallel("dsh_session_checkpoint", {"session": session})
 
+    async def session_closed(self, session: Session) -> None:
+        await self.runtime.notify("dsh_session_closed", {"session": session})
+
     async def session_flush(self, session: Session) -> None:
         await self.runtime.parallel("dsh_session_flush", {"session": session})
 

@@ -253,6 +253,14 @@ def dsh_session_flush(session: Session) -> None:
     turn end; the harness at close."""
 
 
+@spec("notify")
+def dsh_session_closed(session: Session) -> None:
+    """The session's agent was disposed and its events are flushed: release what you keep for
+    it (open files, buffers, counters). Events appended to it later (a host reusing the
+    session) must still be stored: treat them like those of a session seen for the first time.
+    """
+
+
 @spec("first")
 def dsh_session_load(session_id: str) -> list[SessionEvent] | None:
     """The stored events of ``session_id``, for resume and fork; ``None`` if unknown here."""

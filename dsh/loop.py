@@ -33,6 +33,9 @@ the running step's task; dispose does the same and ends the loop.
 from __future__ import annotations
 
 import asyncio
+import re
+import secrets
+import time
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +94,7 @@ if TYPE_CHECKING:
     from dsh.harness import Harness
     from dsh.session import Session
 
-__all__ = ["AgentLoop", "LoopAgent", "as_blocks"]
+__all__ = ["AgentLoop", "LoopAgent", "agent_id_of", "as_blocks", "new_session_id"]
 
 log = structlog.get_logger("dsh.loop")
 
@@ -103,6 +106,21 @@ def as_blocks(content: str | Block | Sequence[Block]) -> tuple[Block, ...]:
     if isinstance(content, Text | Reasoning | ToolCall | ToolResult | Image):
         return (content,)
     return tuple(content)
+
+
+_GENERATED = re.compile(r"-(\d{8}-\d{6}-[0-9a-f]{4}|session)$")
+
+
+def new_session_id(agent_id: str) -> str:
+    """A fresh session id for ``agent_id``: ``<agent_id>-<yyyymmdd-hhmmss>-<4 hex>`` (UTC)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{agent_id}-{stamp}-{secrets.token_hex(2)}"
+
+
+def agent_id_of(session_id: str) -> str:
+    """The agent id a :func:`new_session_id` (or a ``<agent>-session`` id) was made for, else
+    the session id itself."""
+    return _GENERATED.sub("", session_id)
 
 
 class StepFailed(Exception):
@@ -296,6 +314,7 @@ class LoopAgent:
         self._unregister()
         await asyncio.gather(*self._background)
         await self._set_status("disposed")
+        await self.harness.sessions.close(self.session)
         self._idle.set()
         await self._hooks.agent_disposed(self)
 
@@ -499,13 +518,23 @@ class AgentLoop:
         self._harness = harness
 
     def create(
-        self, agent_id: str, options: AgentOptions | None = None, session: Session | None = None
+        self,
+        agent_id: str,
+        options: AgentOptions | None = None,
+        session: Session | None = None,
+        *,
+        session_id: str | None = None,
     ) -> LoopAgent:
-        """Create an agent (with a fresh session unless one is given) and start its loop."""
+        """Create an agent and start its loop.
+
+        Unless ``session`` is given, the agent gets a fresh session: ``session_id``, or a new
+        unique id ``<agent_id>-<yyyymmdd-hhmmss>-<4 hex>`` — never the id of an earlier session,
+        so a new agent can never overwrite a stored conversation (``resume`` continues one).
+        """
         if self._harness.agents.get(agent_id) is not None:
             raise DshError(f"an agent with id {agent_id!r} already exists")
         if session is None:
-            session = self._harness.sessions.create(f"{agent_id}-session")
+            session = self._harness.sessions.create(session_id or new_session_id(agent_id))
         return LoopAgent(self._harness, agent_id, options or AgentOptions(), session)
 
     async def resume(
@@ -513,7 +542,8 @@ class AgentLoop:
     ) -> LoopAgent:
         """Continue a stored session: load it, close a turn a crash left open, mark where the
         stored log ends (``session/end-seed``), restore messages that were queued but never
-        ran, and start an agent on it (its id defaults to the session's, minus ``-session``)."""
+        ran, and start an agent on it (its id defaults to the one the session id was made for,
+        see :func:`new_session_id`, else the session id itself)."""
         events = await self._harness.sessions.load(session_id)
         if events is None:
             raise DshError(
@@ -524,7 +554,7 @@ class AgentLoop:
         session.append("session/end-seed", SeedEnd(len(events)))
         for type_, data in recovery.closing_events(events):
             session.append(type_, data)
-        agent = self.create(agent_id or session_id.removesuffix("-session"), options, session)
+        agent = self.create(agent_id or agent_id_of(session_id), options, session)
         for message in recovery.pending_messages(session.events):
             agent._queue(message, steering=False)
         return agent

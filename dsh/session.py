@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from attrs import frozen
 
 from dsh.content import (
@@ -35,6 +36,8 @@ from dsh.events import (
     ToolResultEvent,
     UserMessage,
 )
+
+log = structlog.get_logger("dsh.session")
 
 if TYPE_CHECKING:
     from dsh.converter import EventCodec
@@ -275,6 +278,19 @@ class SessionStore:
             )
         return self.create(session_id, events, parent=source.id)
 
+    async def close(self, session: Session) -> None:
+        """Flush ``session`` and forget it: plugins release what they keep for it
+        (``dsh_session_closed``). A long-running host creates sessions without end; closed
+        ones do not stay in memory. A failed flush is logged, never raised."""
+        if self._sessions.get(session.id) is not session:
+            return
+        del self._sessions[session.id]
+        try:
+            await session.flush()
+        except Exception:
+            log.exception("session flush failed while closing", session=session.id)
+        await self._hooks.session_closed(session)
+
     async def flush_all(self) -> None:
-        for session in self._sessions.values():
+        for session in list(self._sessions.values()):
             await session.flush()

@@ -123,3 +123,15 @@ def test_ctrl_c_in_a_command_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(harness_module.Harness, "__init__", with_commands)
     assert main(["stop"]) == 130
+
+
+def test_python_dash_m_dsh_runs_the_cli(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import runpy
+
+    monkeypatch.setattr("sys.argv", ["dsh", "hooks"])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module("dsh", run_name="__main__")
+    assert exit_info.value.code == 0
+    assert "dsh_agent_request" in capsys.readouterr().out

@@ -35,7 +35,9 @@ async def run_agent(agent_id: str, script: list[Any], *messages: str) -> None:
     async with Harness() as h:
         h.tools.register(Tool(ToolSchema("echo", "e"), echo))
         h.llm.register_adapter(["m"], ScriptedAdapter(script))
-        agent = h.agent_loop.create(agent_id, AgentOptions(model="m"))
+        agent = h.agent_loop.create(
+            agent_id, AgentOptions(model="m"), session_id=f"{agent_id}-session"
+        )
         for message in messages:
             agent.send(message)
             await agent.wait_idle()
@@ -47,7 +49,7 @@ async def crash_in_a_turn(agent_id: str, queued: str | None = None) -> None:
     await h.start()
     adapter = ScriptedAdapter([hang(text_response("partial")[:3])])
     h.llm.register_adapter(["m"], adapter)
-    agent = h.agent_loop.create(agent_id, AgentOptions(model="m"))
+    agent = h.agent_loop.create(agent_id, AgentOptions(model="m"), session_id=f"{agent_id}-session")
     agent.send("before the crash")
     await adapter.started.wait()
     if queued is not None:

@@ -239,7 +239,7 @@ async def child_main(url: str, action: str, *flags: str) -> None:
             agent = await harness.agent_loop.resume(SESSION, options)
             print("resumed", flush=True)
         else:
-            agent = harness.agent_loop.create(SESSION.removesuffix("-session"), options)
+            agent = harness.agent_loop.create("crash", options, session_id=SESSION)
         while message := (await asyncio.to_thread(sys.stdin.readline)).strip():
             agent.send(message)
             await agent.wait_idle()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
-from dsh import AgentOptions, DshError, Harness, Tool
+from dsh import AgentOptions, DshError, Harness, Tool, hookimpl
 from dsh.content import Text, ToolCall
 from dsh.events import (
     AssistantMessage,
@@ -21,6 +23,7 @@ from dsh.events import (
     TurnStart,
     UserMessage,
 )
+from dsh.loop import agent_id_of, new_session_id
 from dsh.recovery import NOT_STARTED, UNKNOWN, closing_events, pending_messages
 from dsh.request import ToolSchema
 from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
@@ -88,7 +91,7 @@ async def test_checkpoints_come_before_requests_and_tool_calls() -> None:
         h.llm.register_adapter(
             ["m"], ScriptedAdapter([tool_call_response("c1", "observe", {}), text_response("x")])
         )
-        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
         agent.send("go")
         await agent.wait_idle()
         assert store.checkpoints == 3  # two model requests, one tool call
@@ -110,7 +113,7 @@ async def crash_mid_tool(store: MemoryStore) -> None:
     await h.start()
     h.tools.register(Tool(ToolSchema("stuck", "s"), stuck))
     h.llm.register_adapter(["m"], ScriptedAdapter([tool_call_response("c1", "stuck", {})]))
-    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
     agent.send("first")
     await inside.wait()
     agent.send("second")
@@ -158,7 +161,7 @@ async def test_resume_of_a_closed_session_only_marks_the_seed() -> None:
     store = MemoryStore()
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         h.llm.register_adapter(["m"], ScriptedAdapter([text_response("a")]))
-        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
         agent.send("go")
         await agent.wait_idle()
         before = agent.session.derive_messages()
@@ -184,7 +187,7 @@ async def test_resume_of_an_unknown_session_says_why(harness: Harness) -> None:
 
 async def test_fork_is_refused_inside_an_open_turn(harness: Harness) -> None:
     harness.llm.register_adapter(["m"], ScriptedAdapter([hang()]))
-    agent = harness.agent_loop.create("a", AgentOptions(model="m"))
+    agent = harness.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
     agent.send("go")
     await asyncio.sleep(0.01)
     with pytest.raises(DshError, match="turn 1 is still open there"):
@@ -198,8 +201,54 @@ async def test_fork_is_refused_inside_an_open_turn(harness: Harness) -> None:
 
 async def test_messages_sent_while_idle_are_not_logged_as_queued(harness: Harness) -> None:
     harness.llm.register_adapter(["m"], ScriptedAdapter([text_response("a")]))
-    agent = harness.agent_loop.create("a", AgentOptions(model="m"))
+    agent = harness.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
     agent.send("go")
     await agent.wait_idle()
     assert of_type(agent.session.events, "inbox/queued") == []
     assert of_type(agent.session.events, "user/message")[0].data.queued_seq is None
+
+
+async def test_new_agents_never_reuse_a_session_id(harness: Harness) -> None:
+    first = harness.agent_loop.create("a")
+    assert re.fullmatch(r"a-\d{8}-\d{6}-[0-9a-f]{4}", first.session.id)
+    ids = {new_session_id("a") for _ in range(20)}
+    assert len(ids) > 1  # random suffixes: two runs in the same second do not collide
+    assert agent_id_of(first.session.id) == "a" == agent_id_of("a-session")
+    assert agent_id_of("custom") == "custom"
+
+
+async def test_a_disposed_agents_session_is_flushed_and_forgotten() -> None:
+    closed: list[str] = []
+
+    class Watch:
+        @hookimpl
+        def dsh_session_closed(self, session: Any) -> None:
+            closed.append(session.id)
+
+    store = MemoryStore()
+    async with Harness(load_entrypoints=False, plugins=[store, Watch()]) as h:
+        h.llm.register_adapter(["m"], ScriptedAdapter([text_response("a")]))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
+        agent.send("go")
+        await agent.wait_idle()
+        await agent.dispose()
+        assert closed == ["a-session"]
+        assert h.sessions.get("a-session") is None
+        assert store.stored["a-session"] == list(agent.session.events)
+        await h.sessions.close(agent.session)  # twice: nothing more happens
+        assert closed == ["a-session"]
+
+
+async def test_closing_logs_a_failed_flush() -> None:
+    class Broken:
+        @hookimpl
+        def dsh_session_flush(self) -> None:
+            raise OSError("disk gone")
+
+    async with Harness(load_entrypoints=False, plugins=[Broken()]) as h:
+        session = h.sessions.create("s")
+        with capture_logs() as logs:
+            await h.sessions.close(session)
+        assert logs[0]["event"] == "session flush failed while closing"
+        h.plugins.pm.unregister(name="Broken")
+        h.plugins.runtime.invalidate()

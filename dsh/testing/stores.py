@@ -430,4 +430,4 @@ def _user(text: str) -> UserMessage:
 def _agent(harness: Harness, name: str, script: list[Any]) -> LoopAgent:
     model = f"kit-{name}"
     harness.llm.register_adapter([model], ScriptedAdapter(script))
-    return harness.agent_loop.create(name, AgentOptions(model=model))
+    return harness.agent_loop.create(name, AgentOptions(model=model), session_id=f"{name}-session")

@@ -132,6 +132,10 @@ class BudgetsPlugin:
         price = self.config.prices.get(model or "")
         return price.cost(usage) if price is not None else 0.0
 
+    @hookimpl
+    def dsh_session_closed(self, session: Session) -> None:
+        self._spend.pop(session.id, None)
+
     def spent(self, session_id: str) -> _Spend | None:
         """What a session spent so far (``None`` for sessions this plugin never saw)."""
         return self._spend.get(session_id)

@@ -163,6 +163,13 @@ class CompactionPlugin:
                 self.meter.calibrate(found[0], found[1], event.data.usage)
 
     @hookimpl
+    def dsh_agent_disposed(self, agent: LoopAgent) -> None:
+        """Forget what was kept for the agent (a long-running host creates them without end)."""
+        self._estimates.pop(agent.session.id, None)
+        self._forced.discard(agent.id)
+        self._overflowed = {key for key in self._overflowed if key[0] != agent.id}
+
+    @hookimpl
     def dsh_agent_request_error(
         self, agent: LoopAgent, turn: int, step: int, failure: LlmFailure
     ) -> Retry | None:

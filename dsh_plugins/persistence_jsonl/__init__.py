@@ -165,6 +165,14 @@ class JsonlStore:
         file = self._files.get(session.id)
         if file is not None:
             file.pending.append(event)
+        elif self.directory is not None:  # closed, and now used again: its file is rewritten
+            self.dsh_session_created(session)
+
+    @hookimpl
+    def dsh_session_closed(self, session: Session) -> None:
+        file = self._files.pop(session.id, None)
+        if file is not None:
+            file.close()
 
     @hookimpl
     def dsh_session_checkpoint(self, session: Session) -> Awaitable[None] | None:

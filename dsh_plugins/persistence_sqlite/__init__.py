@@ -203,6 +203,12 @@ class SqliteStore:
         pending = self._pending.get(session.id)
         if pending is not None:
             pending.events.append(event)
+        elif self.path is not None:  # closed, and now used again: it is rewritten whole
+            self.dsh_session_created(session)
+
+    @hookimpl
+    def dsh_session_closed(self, session: Session) -> None:
+        self._pending.pop(session.id, None)
 
     @hookimpl
     def dsh_session_checkpoint(self, session: Session) -> None:

@@ -262,7 +262,7 @@ async def _agent(app: web.Application, agent_id: str) -> tuple[LoopAgent, str]:
         options = AgentOptions(model=settings.model, system_prompt=settings.system_prompt)
         session_id = f"{agent_id}-session"
         if await harness.sessions.load(session_id) is None:
-            return harness.agent_loop.create(agent_id, options), "created"
+            return harness.agent_loop.create(agent_id, options, session_id=session_id), "created"
         return await harness.agent_loop.resume(session_id, options, agent_id), "resumed"
 
 

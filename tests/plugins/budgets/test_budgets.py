@@ -31,7 +31,9 @@ async def make(budgets: dict[str, Any], *plugins: Any) -> tuple[Harness, Budgets
 
 async def run(h: Harness, script: list[Any], model: str = "m", agent_id: str = "a") -> Any:
     h.llm.register_adapter([model], ScriptedAdapter(script))
-    agent = h.agent_loop.create(agent_id, AgentOptions(model=model))
+    agent = h.agent_loop.create(
+        agent_id, AgentOptions(model=model), session_id=f"{agent_id}-session"
+    )
     agent.send("go")
     await agent.wait_idle()
     return agent
@@ -116,3 +118,11 @@ def test_events_of_sessions_it_never_saw_are_ignored() -> None:
     plugin = BudgetsPlugin()
     plugin.dsh_session_event(Session("x"), SessionEvent("step/start", 0, 0.0, StepBoundary(1, 1)))
     assert plugin.spent("x") is None
+
+
+async def test_a_closed_session_is_forgotten() -> None:
+    h, plugin = await make({})
+    agent = await run(h, [text_response("done")])
+    await agent.dispose()
+    assert plugin.spent(agent.session.id) is None
+    await h.close()

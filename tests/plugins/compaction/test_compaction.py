@@ -348,7 +348,9 @@ async def test_long_conversation_against_the_mock_server_and_resume() -> None:
         config = {**deepseek_config(server), "compaction": compaction}
         plugins: list[Any] = [DeepSeekPlugin, CompactionPlugin, store]
         async with Harness(load_entrypoints=False, plugins=plugins, config=config) as h:
-            agent = h.agent_loop.create("a", AgentOptions(model="deepseek-v4-flash"))
+            agent = h.agent_loop.create(
+                "a", AgentOptions(model="deepseek-v4-flash"), session_id="a-session"
+            )
             for n in range(8):
                 agent.send(f"message {n}: " + "tell me more " * 20)
                 await agent.wait_idle()
@@ -378,3 +380,22 @@ def test_usage_without_a_pending_estimate_is_ignored() -> None:
     usage = AssistantMessage(1, 1, (Text("a"),), TokenUsage(5, 5))
     plugin.dsh_session_event(Session("s"), SessionEvent("assistant/message", 0, 0.0, usage))
     assert plugin.meter.factors == {}
+
+
+async def test_a_disposed_agent_is_forgotten() -> None:
+    h, plugin = await make({**SMALL, "context_window": 100_000})
+    adapter = ScriptedAdapter(
+        [
+            raise_error("CONTEXT_WINDOW_EXCEEDED", "too long"),
+            text_response("S"),
+            text_response("ok"),
+        ]
+    )
+    h.llm.register_adapter(["m"], adapter)
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    agent.send("x" * 800)
+    await agent.wait_idle()
+    assert plugin._overflowed
+    await agent.dispose()
+    assert not plugin._overflowed and not plugin._estimates and not plugin._forced
+    await h.close()

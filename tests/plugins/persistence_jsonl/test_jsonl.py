@@ -321,7 +321,7 @@ async def test_fsync_modes(tmp_path: Path, fsyncs: list[int], mode: Any, expecte
     store = JsonlStore(tmp_path, fsync=mode)
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         h.llm.register_adapter(["m"], ScriptedAdapter([text_response("a"), text_response("b")]))
-        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
         agent.send("one")
         await agent.wait_idle()
         agent.send("two")
@@ -331,18 +331,38 @@ async def test_fsync_modes(tmp_path: Path, fsyncs: list[int], mode: Any, expecte
     assert len(fsyncs) == expected
 
 
-async def test_hooks_ignore_sessions_they_do_not_hold(tmp_path: Path, fsyncs: list[int]) -> None:
+async def test_an_empty_session_writes_nothing(tmp_path: Path, fsyncs: list[int]) -> None:
     store = JsonlStore(tmp_path)
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         empty = h.sessions.create("empty")
         await empty.flush()  # nothing to write: no file, no fsync
-        unknown = h.sessions.create("unknown")
-        store._files.pop("unknown")
-        unknown.append("user/message", user("x"))
-        await unknown.checkpoint()
-        await unknown.flush()
+        await empty.checkpoint()
     assert fsyncs == []
-    assert not (tmp_path / "empty.jsonl").exists() and not (tmp_path / "unknown.jsonl").exists()
+    assert not (tmp_path / "empty.jsonl").exists()
+
+
+async def test_a_closed_session_used_again_is_written_whole(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        session = h.sessions.create("s")
+        session.append("user/message", user("one"))
+        await h.sessions.close(session)
+        assert "s" not in store._files
+        session.append("user/message", user("two"))
+        await session.flush()
+        assert read_session(tmp_path / "s.jsonl", h.events) == list(session.events)
+
+
+async def test_a_disabled_store_ignores_sessions(tmp_path: Path) -> None:
+    store = JsonlStore()
+    config = {"persistence_jsonl": {"enabled": False}}
+    async with Harness(load_entrypoints=False, plugins=[store], config=config) as h:
+        session = h.sessions.create("s")
+        session.append("user/message", user("x"))
+        await session.checkpoint()
+        await h.sessions.close(session)
+        session.append("user/message", user("y"))
+    assert store._files == {}
 
 
 async def test_a_second_start_of_the_same_store_is_not_needed(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ async def test_fsync_chooses_the_synchronous_level_of_each_commit(
     store._set_synchronous = record  # type: ignore[method-assign]
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         h.llm.register_adapter(["m"], ScriptedAdapter([text_response("a")]))
-        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
         agent.send("go")
         await agent.wait_idle()
     assert seen == levels
@@ -142,3 +142,14 @@ async def test_a_resumed_session_whose_count_differs_is_written_whole(tmp_path: 
         resumed = h.sessions.create("s", events, persisted=2)
         resumed.append("user/message", user("c"))
     assert await stored_events(path, "s") == list(resumed.events)
+
+
+async def test_a_closed_session_used_again_is_written_whole(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        session = h.sessions.create("s")
+        session.append("user/message", UserMessage((Text("one"),)))
+        await h.sessions.close(session)
+        session.append("user/message", UserMessage((Text("two"),)))
+        await session.flush()
+        assert store.dsh_session_load("s") == list(session.events)

@@ -128,10 +128,12 @@ def test_ctrl_c_in_a_command_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_python_dash_m_dsh_runs_the_cli(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import runpy
+    import importlib
+    import sys
 
     monkeypatch.setattr("sys.argv", ["dsh", "hooks"])
+    monkeypatch.delitem(sys.modules, "dsh.__main__", raising=False)
     with pytest.raises(SystemExit) as exit_info:
-        runpy.run_module("dsh", run_name="__main__")
+        importlib.import_module("dsh.__main__")
     assert exit_info.value.code == 0
     assert "dsh_agent_request" in capsys.readouterr().out

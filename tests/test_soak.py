@@ -27,7 +27,13 @@ async def test_a_short_soak_survives_faults() -> None:
             server.queue(*specs)
 
         report = await soak.soak(
-            server.url, queue, agents=12, rounds=2, fault_rate=0.25, retry_after="0"
+            server.url,
+            queue,
+            agents=12,
+            rounds=2,
+            fault_rate=0.25,
+            retry_after="0",
+            idle_timeout_s=0.2,
         )
     assert report.ok, (report.problems, report.escaped)
     assert report.turns == 24

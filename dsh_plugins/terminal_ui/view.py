@@ -1,0 +1,96 @@
+"""Host plugins that ``dsh run`` and ``dsh chat`` register for as long as they run, each about
+the one agent they drive (set with ``watch``): other agents of the harness are left alone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+from dsh.chunks import StreamChunk
+from dsh.converter import EventCodec
+from dsh.events import SessionEvent, TurnEndReason
+from dsh.loop import LoopAgent
+from dsh.markers import hookimpl
+from dsh.session import Session
+from dsh.tools import ToolExecution
+from dsh_plugins.terminal_ui.render import Lines, Renderer
+from dsh_plugins.terminal_ui.usage import UsageMeter
+
+__all__ = ["AgentView", "ApprovalPolicy", "Decide", "JsonFeed"]
+
+Decide = Callable[[ToolExecution, str], Awaitable[bool]]
+
+
+class _Watcher:
+    agent: LoopAgent | None = None
+
+    def watch(self, agent: LoopAgent) -> None:
+        self.agent = agent
+
+    def _mine(self, agent: LoopAgent | None) -> bool:
+        return agent is not None and agent is self.agent
+
+    def _my_session(self, session: Session) -> bool:
+        return self.agent is not None and session is self.agent.session
+
+
+class AgentView(_Watcher):
+    """Renders the agent's stream and events; after each turn, says why it stopped early and
+    (``show_usage``) prints the usage line."""
+
+    def __init__(self, renderer: Renderer, meter: UsageMeter, *, show_usage: bool) -> None:
+        self.renderer = renderer
+        self.meter = meter
+        self.show_usage = show_usage
+
+    @hookimpl
+    def dsh_agent_stream_chunk(self, agent: LoopAgent, chunk: StreamChunk) -> None:
+        if self._mine(agent):
+            self.renderer.chunk(chunk)
+
+    @hookimpl
+    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        if self._my_session(session):
+            self.renderer.event(event)
+            self.meter.observe(event)
+
+    @hookimpl
+    def dsh_agent_turn_start(self, agent: LoopAgent) -> None:
+        if self._mine(agent):
+            self.meter.start()
+
+    @hookimpl
+    def dsh_agent_turn_end(self, agent: LoopAgent, reason: TurnEndReason) -> None:
+        if not self._mine(agent):
+            return
+        self.renderer.turn_end(reason)
+        line = self.meter.line()
+        if self.show_usage and line is not None:
+            self.renderer.note(self.renderer.notes.style.dim(f"── {line}"))
+
+
+class JsonFeed(_Watcher):
+    """Writes each event of the agent's session as a JSON line (``harness.events.encode``), as
+    it is appended."""
+
+    def __init__(self, out: Lines, codec: EventCodec) -> None:
+        self.out = out
+        self.codec = codec
+
+    @hookimpl
+    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        if self._my_session(session):
+            self.out.write(json.dumps(self.codec.encode(event), ensure_ascii=False) + "\n")
+
+
+class ApprovalPolicy(_Watcher):
+    """Answers ``dsh_tools_approve`` for the agent's tool calls with ``decide``."""
+
+    def __init__(self, decide: Decide) -> None:
+        self.decide = decide
+
+    @hookimpl
+    async def dsh_tools_approve(self, execution: ToolExecution, reason: str) -> bool | None:
+        if not self._mine(execution.agent):
+            return None
+        return await self.decide(execution, reason)

@@ -1,0 +1,159 @@
+"""``dsh run``: one prompt, headless. The answer streams to stdout, reasoning and tool activity
+to stderr; ``--json`` streams the session events as JSON lines instead. The exit code says how
+the turn ended (:data:`EXIT_CODES`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from dsh.errors import DshError
+from dsh.events import TurnEnd, TurnEndReason
+from dsh.harness import Harness
+from dsh.loop import LoopAgent
+from dsh.tools import ToolExecution
+from dsh_plugins.terminal_ui import startup
+from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
+from dsh_plugins.terminal_ui.style import Style, wants_color
+from dsh_plugins.terminal_ui.usage import UsageMeter, prices_from_config
+from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy, JsonFeed
+
+__all__ = ["EXIT_CODES", "HELP", "USAGE_ERROR", "configure", "exit_code", "outcome", "run"]
+
+HELP = "run one prompt headless: the answer on stdout, the exit code says how the turn ended"
+
+#: Exit code by turn end reason.
+EXIT_CODES = {
+    "completed": 0,
+    "error": 1,
+    "max-tokens": 3,
+    "aborted": 130,
+    "interrupted": 130,
+    "disposed": 130,
+}
+#: Exit code when the command cannot start: bad options, unknown model, no API key, no session.
+USAGE_ERROR = 2
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "prompt", nargs="?", help="what to ask; '-' (or nothing, with input piped) reads stdin"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="stream the session events as JSON lines instead"
+    )
+    parser.add_argument("--usage", action="store_true", help="print token usage on stderr")
+    startup.add_agent_options(parser)
+
+
+def exit_code(reason: TurnEndReason) -> int:
+    return EXIT_CODES[reason.type]
+
+
+def read_prompt(given: str | None, stdin: TextIO) -> str:
+    """The prompt: the argument, or stdin for ``-`` (and for no argument when stdin is piped)."""
+    if given == "-" or (given is None and not stdin.isatty()):
+        return stdin.read().strip()
+    return (given or "").strip()
+
+
+async def run(
+    harness: Harness,
+    args: argparse.Namespace,
+    stdin: TextIO = sys.stdin,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Run the prompt as one turn of an agent; returns the exit code."""
+    harness.load()
+    startup.quiet_logs(args)
+    prompt = read_prompt(args.prompt, stdin)
+    problem = "give a prompt (or '-' to read it from stdin)" if not prompt else None
+    problem = problem or startup.options_problem(harness, args)
+    if problem:
+        print(f"dsh run: {problem}", file=err)
+        return USAGE_ERROR
+    answer = Lines(out, Style(wants_color(out)))
+    notes = Lines(err, Style(wants_color(err)))
+    watchers = _plugins(harness, args, answer, notes)
+    async with harness:
+        try:
+            agent = await startup.open_agent(
+                harness, "run", args, startup.agent_options(harness, args)
+            )
+        except DshError as exc:
+            print(f"dsh run: {exc}", file=err)
+            return USAGE_ERROR
+        for watcher in watchers:
+            watcher.watch(agent)
+        answer.on_closed = lambda: agent.abort("the output was closed")
+        sent_at = len(agent.session)
+        with _interrupts_abort(agent):
+            agent.send(prompt)
+            await agent.wait_idle()
+    return outcome(agent, sent_at)
+
+
+def _plugins(
+    harness: Harness, args: argparse.Namespace, answer: Lines, notes: Lines
+) -> list[AgentView | JsonFeed | ApprovalPolicy]:
+    """Register the output (text or JSON) and the approval policy for this run."""
+
+    async def decide(execution: ToolExecution, reason: str) -> bool:
+        if not args.yes:
+            call = f"{execution.name} {one_line(execution.arguments, 80)}"
+            notes.line(notes.style.yellow(f"denied: {call} ({reason}); --yes approves"))
+        return bool(args.yes)
+
+    output: AgentView | JsonFeed
+    if args.json:
+        output = JsonFeed(answer, harness.events)
+    else:
+        renderer = Renderer(answer, notes, show_reasoning=not args.hide_reasoning)
+        meter = UsageMeter(prices_from_config(harness.config.dump()))
+        output = AgentView(renderer, meter, show_usage=args.usage)
+    plugins = [output, ApprovalPolicy(decide)]
+    for plugin in plugins:
+        harness.plugins.register(plugin, name=f"terminal_ui.run.{type(plugin).__name__}")
+    return plugins
+
+
+def outcome(agent: LoopAgent, since: int) -> int:
+    """The exit code of the last turn that ran since event ``since`` (that of ``disposed``
+    when none did: the agent was disposed first)."""
+    ends = [e.data for e in agent.session.events[since:] if isinstance(e.data, TurnEnd)]
+    return exit_code(ends[-1].reason) if ends else EXIT_CODES["disposed"]
+
+
+@contextmanager
+def _interrupts_abort(agent: LoopAgent) -> Iterator[None]:
+    """Ctrl-C aborts the running step (the turn ends ``aborted``); a second one disposes the
+    agent; a third is an ordinary ``KeyboardInterrupt``."""
+    if threading.current_thread() is not threading.main_thread():
+        # Signal handlers belong to the main thread: a host running us elsewhere keeps its own.
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    presses: list[asyncio.Task[None] | None] = []
+
+    def interrupt() -> None:
+        if not presses:
+            presses.append(None)
+            agent.abort("interrupted")
+        else:
+            presses.append(loop.create_task(agent.dispose()))
+            loop.remove_signal_handler(signal.SIGINT)
+
+    loop.add_signal_handler(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous or signal.default_int_handler)

@@ -1,5 +1,5 @@
 """Shared pieces: a harness with a scripted model, a tool and a policy that asks before every
-tool call, and argument parsing for the commands."""
+tool call, and argument parsing for the two commands."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import structlog
 
 from dsh import Harness, ToolExecution, ToolOutcome, tool
 from dsh.testing import MemoryStore, ScriptedAdapter, ScriptEntry
-from dsh_plugins.terminal_ui import TerminalUi, headless
+from dsh_plugins.terminal_ui import TerminalUi, console, headless
 
 
 @tool(concurrency_safe=True)
@@ -68,6 +68,10 @@ def make_harness(
 
 def run_args(*argv: str) -> argparse.Namespace:
     return _parse(headless.configure, argv)
+
+
+def chat_args(*argv: str) -> argparse.Namespace:
+    return _parse(console.configure, argv)
 
 
 def _parse(

@@ -1,0 +1,256 @@
+"""The agent side of ``dsh chat``: it runs on the loop thread and does what the terminal thread
+asks (a message, a steering line, a slash command, an abort), and posts back when the agent is
+idle or a tool call needs the user's approval."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from attrs import evolve
+
+from dsh.content import text_of
+from dsh.errors import DshError
+from dsh.harness import Harness
+from dsh.loop import LoopAgent
+from dsh.tools import ToolExecution
+from dsh_plugins.terminal_ui import startup
+from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
+from dsh_plugins.terminal_ui.threads import Approval, Idle, Message
+from dsh_plugins.terminal_ui.usage import UsageMeter, prices_from_config
+from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy
+
+__all__ = ["AGENT_ID", "Action", "ChatSession"]
+
+AGENT_ID = "chat"
+#: What the terminal does next: prompt again, follow the working agent, or quit.
+Action = Literal["idle", "busy", "quit"]
+Command = Callable[[str], Awaitable[Action]]
+
+KEYS = (
+    "Ctrl-C interrupts the agent (twice: quit) · type while it works to steer it · "
+    "end a line with \\ to continue it · Ctrl-D quits"
+)
+
+
+class ChatSession:
+    """One chat: the harness, the agent it talks to, and the slash commands."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        args: argparse.Namespace,
+        out: Lines,
+        post: Callable[[Message], None],
+    ) -> None:
+        self.harness = harness
+        self.args = args
+        self.post = post
+        self.style = out.style
+        show_reasoning = startup.section(harness).show_reasoning and not args.hide_reasoning
+        self.renderer = Renderer(out, out, show_reasoning=show_reasoning)
+        meter = UsageMeter(prices_from_config(harness.config.dump()))
+        self.view = AgentView(self.renderer, meter, show_usage=True)
+        self.approvals = ApprovalPolicy(self.approve)
+        self._agent: LoopAgent | None = None
+        self._watching: set[asyncio.Task[None]] = set()
+        self.commands: dict[str, tuple[Command, str]] = {
+            "/help": (self._help, "what you can type"),
+            "/compact": (self._compact, "summarise the older conversation to free context"),
+            "/model": (self._model, "[NAME]  show or switch the model"),
+            "/sessions": (self._sessions, "list stored sessions"),
+            "/resume": (self._resume, "ID  switch to a stored session"),
+            "/reasoning": (self._reasoning, "show or hide the model's reasoning"),
+            "/quit": (self._quit, "leave (also /exit, Ctrl-D)"),
+        }
+
+    @property
+    def agent(self) -> LoopAgent:
+        assert self._agent is not None, "start() first"
+        return self._agent
+
+    def note(self, text: str) -> None:
+        self.renderer.note(text)
+
+    # -- lifetime ----------------------------------------------------------------------------
+    async def start(self) -> Action:
+        """Start the harness and the agent; say hello. ``busy`` when a resumed session had
+        messages waiting, which the agent now answers."""
+        for plugin in (self.view, self.approvals):
+            self.harness.plugins.register(plugin, name=f"terminal_ui.chat.{type(plugin).__name__}")
+        await self.harness.start()
+        options = startup.agent_options(self.harness, self.args)
+        resumed = bool(self.args.resume or self.args.continue_latest)
+        self._attach(await startup.open_agent(self.harness, AGENT_ID, self.args, options))
+        self.note(
+            f"{self.style.bold('dsh chat')} · {options.model} · session {self.agent.session.id}"
+        )
+        if resumed:
+            self._recap()
+        self.note(self.style.dim("/help for commands · Ctrl-C interrupts · Ctrl-D quits"))
+        return self._follow_if_busy()
+
+    async def close(self) -> None:
+        """Close the harness: a running turn ends ``disposed``, sessions are flushed."""
+        await self.harness.close()
+
+    def _attach(self, agent: LoopAgent) -> None:
+        self._agent = agent
+        self.view.watch(agent)
+        self.approvals.watch(agent)
+
+    def _follow_if_busy(self) -> Action:
+        agent = self.agent
+        if agent.status != "running" and not agent.inbox.has_queued:
+            return "idle"
+        task = asyncio.ensure_future(self._post_when_idle(agent))
+        self._watching.add(task)
+        task.add_done_callback(self._watching.discard)
+        return "busy"
+
+    async def _post_when_idle(self, agent: LoopAgent) -> None:
+        await agent.wait_idle()
+        self.post(Idle())
+
+    def _recap(self) -> None:
+        """Where a resumed conversation stands: its size and its last exchange."""
+        session = self.agent.session
+        turns = sum(1 for e in session.events if e.type == "turn/start")
+        self.note(self.style.dim(f"resumed {session.id} · {turns} turn{'s' if turns != 1 else ''}"))
+        for message in session.derive_messages()[-2:]:
+            text = text_of(message.content)
+            if text and message.role in ("user", "assistant"):
+                who = "you" if message.role == "user" else "assistant"
+                self.note(self.style.dim(f"  {who}: {one_line(text, 200)}"))
+
+    # -- what the terminal hands over --------------------------------------------------------
+    async def submit(self, line: str) -> Action:
+        """A line typed at the prompt: a slash command, or a message that starts a turn."""
+        text = line.strip()
+        if not text:
+            return "idle"
+        if text.startswith("/"):
+            return await self.command(text)
+        self.agent.send(text)
+        return self._follow_if_busy()
+
+    async def steer(self, line: str) -> Action:
+        """A line typed while the agent works: steering for its next step. Of the slash
+        commands only those that do not need an idle agent run now."""
+        text = line.strip()
+        if not text.startswith("/"):
+            if text:
+                self.agent.steer(text)
+            return "busy"
+        name = text.split()[0]
+        if name in ("/quit", "/exit", "/help", "/reasoning"):
+            action = await self.command(text)
+            return "quit" if action == "quit" else "busy"
+        self.note(self.style.dim(f"{name} waits until the agent is done (Ctrl-C interrupts it)"))
+        return "busy"
+
+    async def abort(self) -> None:
+        self.agent.abort("interrupted")
+
+    async def approve(self, execution: ToolExecution, reason: str) -> bool:
+        """Ask the user (through the terminal thread) whether a tool call may run."""
+        if self.args.yes:
+            return True
+        if reason:
+            self.note(self.style.yellow(f"approval needed: {reason}"))
+        self.renderer.end_lines()
+        answer: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        call = f"{execution.name} {one_line(execution.arguments, 120)}"
+        self.post(Approval(f"allow {call}? [y/N] ", answer))
+        return await asyncio.wrap_future(answer)
+
+    # -- slash commands ----------------------------------------------------------------------
+    async def command(self, text: str) -> Action:
+        name, _, arg = text.partition(" ")
+        found = self.commands.get("/quit" if name == "/exit" else name)
+        if found is None:
+            self.note(self.style.yellow(f"unknown command {name}; /help lists the commands"))
+            return "idle"
+        return await found[0](arg.strip())
+
+    async def _help(self, arg: str) -> Action:
+        for name, (_, help_) in self.commands.items():
+            usage, _, rest = help_.partition("  ")
+            shown = f"{name} {usage}" if rest else name
+            self.note(f"  {shown:<16} {rest or help_}")
+        self.note(self.style.dim(KEYS))
+        return "idle"
+
+    async def _quit(self, arg: str) -> Action:
+        return "quit"
+
+    async def _reasoning(self, arg: str) -> Action:
+        self.renderer.show_reasoning = not self.renderer.show_reasoning
+        shown = "shown" if self.renderer.show_reasoning else "hidden"
+        self.note(self.style.dim(f"reasoning {shown}"))
+        return "idle"
+
+    async def _model(self, arg: str) -> Action:
+        if not arg:
+            models = ", ".join(self.harness.llm.models())
+            available = self.style.dim(f"(available: {models})")
+            self.note(f"model: {self.agent.options.model} {available}")
+            return "idle"
+        problem = startup.model_problem(self.harness, arg)
+        if problem:
+            self.note(self.style.red(problem))
+            return "idle"
+        self.agent.options = evolve(self.agent.options, model=arg)
+        self.note(f"model: {arg}")
+        return "idle"
+
+    async def _sessions(self, arg: str) -> Action:
+        stored = await self.harness.sessions.stored(limit=20)
+        if not stored:
+            self.note("no stored sessions (is a persistence plugin enabled? see `dsh plugins`)")
+        for summary in stored:
+            current = "*" if summary.id == self.agent.session.id else " "
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated))
+            facts = self.style.dim(f"{when} · {summary.events} events")
+            self.note(f"{current} {summary.id}  {facts}  {one_line(summary.title, 60)}")
+        return "idle"
+
+    async def _resume(self, arg: str) -> Action:
+        if not arg:
+            self.note("usage: /resume SESSION_ID (/sessions lists them)")
+            return "idle"
+        if arg == self.agent.session.id:
+            self.note(f"already in session {arg}")
+            return "idle"
+        if await self.harness.sessions.load(arg) is None:
+            self.note(self.style.red(f"no stored session {arg!r} (/sessions lists them)"))
+            return "idle"
+        previous, options = self.agent.session.id, self.agent.options
+        await self.agent.dispose()
+        resume = self.harness.agent_loop.resume
+        try:
+            agent = await resume(arg, options, AGENT_ID)
+        except DshError as exc:
+            self.note(self.style.red(f"cannot resume {arg!r}: {exc}"))
+            agent = await resume(previous, options, AGENT_ID)
+        self._attach(agent)
+        self._recap()
+        return self._follow_if_busy()
+
+    async def _compact(self, arg: str) -> Action:
+        compaction = self.harness.services.get("compaction")
+        if compaction is None:
+            self.note("compaction is not available: the compaction plugin is not loaded")
+            return "idle"
+        try:
+            changed = await compaction.compact(self.agent)
+        except DshError as exc:
+            self.note(self.style.red(f"compaction failed: {exc}"))
+            return "idle"
+        if not changed:
+            self.note(self.style.dim("nothing to compact yet"))
+        return "idle"

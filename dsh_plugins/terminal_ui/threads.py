@@ -1,0 +1,168 @@
+"""The two threads of ``dsh chat`` and what passes between them.
+
+The terminal keeps the main thread: GNU readline edits lines there, and only there does Ctrl-C
+interrupt a blocking read. The harness runs on an asyncio loop in a second thread
+(:class:`LoopThread`), so answers stream and steering messages are read at the same time.
+Everything the terminal waits for arrives through one :class:`Pump`: lines typed on stdin,
+messages posted by the loop thread, and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import select
+import signal
+import threading
+from collections import deque
+from collections.abc import Coroutine, Sequence
+from contextlib import suppress
+from typing import Any, TypeVar
+
+from attrs import frozen
+
+__all__ = [
+    "Approval",
+    "Done",
+    "Eof",
+    "Idle",
+    "Interrupt",
+    "Line",
+    "LoopThread",
+    "Message",
+    "Pump",
+]
+
+T = TypeVar("T")
+
+
+@frozen
+class Line:
+    """A line typed on stdin, without its line break."""
+
+    text: str
+
+
+@frozen
+class Eof:
+    """Stdin ended (Ctrl-D on a terminal)."""
+
+
+@frozen
+class Interrupt:
+    """Ctrl-C."""
+
+
+@frozen
+class Idle:
+    """The agent finished working: nothing queued, no turn running."""
+
+
+@frozen(eq=False)
+class Approval:
+    """A policy asks whether a tool call may run: ask ``question``, resolve ``answer``."""
+
+    question: str
+    answer: concurrent.futures.Future[bool]
+
+
+@frozen(eq=False)
+class Done:
+    """A coroutine submitted to the loop thread finished (or was cancelled)."""
+
+    future: concurrent.futures.Future[Any]
+
+
+Message = Line | Eof | Interrupt | Idle | Approval | Done
+
+
+class Pump:
+    """The terminal thread's one place to wait. ``post`` may be called from any thread and from
+    signal handlers; ``next`` blocks until a message was posted or (``stdin=True``) a line was
+    typed."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.eof = False
+        self._messages: deque[Message] = deque()
+        self._typed = b""
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+
+    def post(self, message: Message) -> None:
+        self._messages.append(message)
+        with suppress(BlockingIOError):  # the pipe is full: the reader is awake anyway
+            os.write(self._wake_write, b"\0")
+
+    def push_back(self, messages: Sequence[Message]) -> None:
+        """Return messages taken out of order, to be the next ``next`` answers."""
+        self._messages.extendleft(reversed(messages))
+
+    def next(self, *, stdin: bool) -> Message:
+        while True:
+            if self._messages:
+                return self._messages.popleft()
+            if stdin:
+                line = self._typed_line()
+                if line is not None:
+                    return line
+                if self.eof:
+                    return Eof()
+            self._wait(stdin)
+
+    def _typed_line(self) -> Line | None:
+        head, newline, rest = self._typed.partition(b"\n")
+        if not newline and not (self.eof and head):
+            return None
+        self._typed = rest
+        return Line(head.decode(errors="replace").removesuffix("\r"))
+
+    def _wait(self, stdin: bool) -> None:
+        watched = [self._wake_read, self.fd] if stdin else [self._wake_read]
+        ready, _, _ = select.select(watched, [], [])
+        if self._wake_read in ready:
+            with suppress(BlockingIOError):  # one read empties a default-sized pipe
+                os.read(self._wake_read, 1 << 16)
+        if self.fd in ready:
+            data = os.read(self.fd, 4096)
+            self._typed += data
+            self.eof = not data
+
+    def close(self) -> None:
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+
+class LoopThread:
+    """An asyncio event loop on a daemon thread. ``submit`` runs a coroutine there."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="dsh-chat-loop", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self) -> None:
+        """Stop the loop, cancel what still runs on it, and wait for the thread to end."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+
+    def _run(self) -> None:
+        # Ctrl-C must reach the main thread, where it interrupts the terminal's wait.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            tasks = asyncio.all_tasks(self.loop)
+            for task in tasks:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()

@@ -29,7 +29,7 @@ __all__ = ["AGENT_ID", "Action", "ChatSession"]
 AGENT_ID = "chat"
 #: What the terminal does next: prompt again, follow the working agent, or quit.
 Action = Literal["idle", "busy", "quit"]
-Command = Callable[[str], Awaitable[Action]]
+SlashCommand = Callable[[str], Awaitable[Action]]
 
 KEYS = (
     "Ctrl-C interrupts the agent (twice: quit) · type while it works to steer it · "
@@ -58,7 +58,7 @@ class ChatSession:
         self.approvals = ApprovalPolicy(self.approve)
         self._agent: LoopAgent | None = None
         self._watching: set[asyncio.Task[None]] = set()
-        self.commands: dict[str, tuple[Command, str]] = {
+        self.commands: dict[str, tuple[SlashCommand, str]] = {
             "/help": (self._help, "what you can type"),
             "/compact": (self._compact, "summarise the older conversation to free context"),
             "/model": (self._model, "[NAME]  show or switch the model"),
@@ -97,6 +97,16 @@ class ChatSession:
     async def close(self) -> None:
         """Close the harness: a running turn ends ``disposed``, sessions are flushed."""
         await self.harness.close()
+
+    def resume_hint(self) -> str | None:
+        """How to come back to this conversation, once it has a turn and a store keeps it."""
+        agent = self._agent
+        stored = self.harness.plugins.runtime.impls("dsh_session_load")
+        if agent is None or not stored:
+            return None
+        if not any(e.type == "turn/start" for e in agent.session.events):
+            return None
+        return f"resume this chat: dsh chat --resume {agent.session.id}"
 
     def _attach(self, agent: LoopAgent) -> None:
         self._agent = agent

@@ -308,14 +308,7 @@ def run(
         thread.stop()
         pump.close()
         history.save()
-    _farewell(chat, out)
+    hint = chat.resume_hint()
+    if hint is not None:
+        out.write(Style(wants_color(out)).dim(hint) + "\n")
     return code
-
-
-def _farewell(chat: ChatSession, out: TextIO) -> None:
-    """How to come back to this conversation, if it is stored and has anything in it."""
-    agent = chat._agent
-    stored = chat.harness.plugins.runtime.impls("dsh_session_load")
-    if agent is not None and stored and any(e.type == "turn/start" for e in agent.session.events):
-        style = Style(wants_color(out))
-        out.write(style.dim(f"resume this chat: dsh chat --resume {agent.session.id}") + "\n")

@@ -87,7 +87,20 @@ async def test_cancelling_the_call_kills_the_process_group(call: Call, workspace
     await eventually(lambda: not alive(child) and not alive(shell), timeout_s=2)
 
 
-async def test_a_cancellation_while_the_command_starts_kills_its_group(tmp_path: Path) -> None:
+async def test_a_cancellation_while_the_command_starts_kills_its_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The process runs before create_subprocess_exec returns: hold it there, then cancel.
+    spawn = asyncio.create_subprocess_exec
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_spawn(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await spawn(*args, **kwargs)
+        started.set()
+        await release.wait()
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", slow_spawn)
     marker = f"30.{os.getpid()}{time.monotonic_ns() % 100000}"
     running = asyncio.ensure_future(
         run_command(
@@ -99,8 +112,11 @@ async def test_a_cancellation_while_the_command_starts_kills_its_group(tmp_path:
             output=HeadTail(100),
         )
     )
-    await asyncio.sleep(0)  # the call is now waiting for the process to start
+    await started.wait()
+    await eventually(lambda: bool(running_with(marker)))
     running.cancel()
+    await asyncio.sleep(0.01)
+    release.set()
     with pytest.raises(asyncio.CancelledError):
         await running
     await eventually(lambda: not running_with(marker), timeout_s=2)

@@ -1,0 +1,134 @@
+"""``permissions``: the policy that allows, denies or asks before a tool call runs.
+
+A ``dsh_tools_execute`` middleware (``tryfirst``, so it wraps every other middleware): it
+classifies each call by the tool's declared ``effect`` and the rules and mode of config section
+``permissions`` (see :mod:`dsh_plugins.permissions.policy`). ``ask`` goes to
+``harness.hooks.tools_approve(execution, reason)``, which a host answers; nobody answering means
+no. Every decision is appended to the agent's session: ``approval/asked`` when a host is asked,
+``approval/decided`` always. A denied call does not run: its result is a ``DENIED`` error that
+tells the model why and what the user could change. See ``docs/plugins/permissions.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from attrs import frozen
+
+from dsh.errors import DshError
+from dsh.markers import hookimpl
+from dsh.tools import ToolExecution, ToolOutcome
+from dsh_plugins.permissions.policy import Decision, PermissionsConfig, Rule, decide, denial
+
+if TYPE_CHECKING:
+    from dsh.harness import Harness
+
+__all__ = [
+    "ASKED",
+    "DECIDED",
+    "ApprovalAsked",
+    "ApprovalDecided",
+    "PermissionsConfig",
+    "PermissionsPlugin",
+    "Rule",
+]
+
+SECTION = "permissions"
+ASKED = "approval/asked"
+DECIDED = "approval/decided"
+
+log = structlog.get_logger("dsh.permissions")
+
+
+@frozen
+class ApprovalAsked:
+    """Data of ``approval/asked``: the host is asked whether call ``call_id`` (of tool
+    ``name``, with ``arguments``) may run, and why it is asked."""
+
+    call_id: str
+    name: str
+    arguments: str
+    reason: str
+
+
+@frozen
+class ApprovalDecided:
+    """Data of ``approval/decided``: whether call ``call_id`` (of tool ``name``) may run,
+    decided ``by`` a ``rule``, the ``mode`` or the ``approver`` (the host that was asked),
+    and why."""
+
+    call_id: str
+    name: str
+    allowed: bool
+    by: str
+    reason: str
+
+
+class PermissionsPlugin:
+    """The built-in permission policy."""
+
+    def __init__(self) -> None:
+        self._harness: Harness | None = None
+
+    @hookimpl
+    def dsh_register_config(
+        self, register: Callable[[str, type[Any]], Any], harness: Harness
+    ) -> None:
+        self._harness = harness
+        register(SECTION, PermissionsConfig)
+
+    @hookimpl
+    def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
+        register(ASKED, ApprovalAsked)
+        register(DECIDED, ApprovalDecided)
+
+    @hookimpl(tryfirst=True)
+    async def dsh_tools_execute(
+        self, execution: ToolExecution, call_next: Callable[[ToolExecution], Awaitable[ToolOutcome]]
+    ) -> ToolOutcome:
+        harness = self._require_harness()
+        tool = harness.tools.get(execution.name)
+        if tool is None:  # nothing would run: the registry answers UNKNOWN_TOOL
+            return await call_next(execution)
+        config = harness.config.section(SECTION, PermissionsConfig)
+        decision = decide(
+            config, tool.name, tool.effect, _arguments(execution), execution.workspace
+        )
+        if decision.action == "ask":
+            decision = await self._ask(harness, execution, decision)
+        allowed = decision.action == "allow"
+        _append(
+            execution,
+            DECIDED,
+            ApprovalDecided(execution.call_id, tool.name, allowed, decision.by, decision.reason),
+        )
+        if not allowed:
+            log.info("tool call denied", tool=tool.name, by=decision.by, reason=decision.reason)
+            return ToolOutcome.error("DENIED", denial(decision, tool.name))
+        return await call_next(execution)
+
+    async def _ask(self, harness: Harness, execution: ToolExecution, asking: Decision) -> Decision:
+        data = ApprovalAsked(execution.call_id, execution.name, execution.arguments, asking.reason)
+        _append(execution, ASKED, data)
+        approved = await harness.hooks.tools_approve(execution, asking.reason)
+        return Decision("allow" if approved else "deny", "approver", asking.reason)
+
+    def _require_harness(self) -> Harness:
+        if self._harness is None:
+            raise DshError("the permissions plugin is not registered with a harness")
+        return self._harness
+
+
+def _arguments(execution: ToolExecution) -> Any:
+    # Arguments that are not JSON have no subject; the registry refuses them after the policy.
+    try:
+        return execution.parsed_arguments()
+    except ValueError:
+        return {}
+
+
+def _append(execution: ToolExecution, type_: str, data: Any) -> None:
+    if execution.agent is not None:
+        execution.agent.session.append(type_, data)

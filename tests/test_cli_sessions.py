@@ -33,7 +33,8 @@ async def echo(args: Any, execution: Any) -> str:
 async def run_agent(agent_id: str, script: list[Any], *messages: str) -> None:
     """Store a session ``<agent_id>-session`` through the default store."""
     async with Harness() as h:
-        h.tools.register(Tool(ToolSchema("echo", "e"), echo))
+        # effect="read": harmless, so the permissions plugin lets it run without asking.
+        h.tools.register(Tool(ToolSchema("echo", "e"), echo, effect="read"))
         h.llm.register_adapter(["m"], ScriptedAdapter(script))
         agent = h.agent_loop.create(
             agent_id, AgentOptions(model="m"), session_id=f"{agent_id}-session"
@@ -109,7 +110,8 @@ def test_show_prints_one_line_per_event_and_per_chunk_run(
     assert lines[1].split() == ["0", "user/message", "go"]
     assert lines[4].split() == ["3", "assistant/chunk", "x6"]
     assert lines[6].split() == ["10", "tool/call", 'echo({"x":', "1})"]
-    assert lines[7].split() == ["11", "tool/result", "echoed"]
+    assert lines[7].split()[:2] == ["11", "approval/decided"]  # the permissions plugin's
+    assert lines[8].split() == ["12", "tool/result", "echoed"]
     assert "error" in lines[-2] and "bad key" in lines[-2]
     assert "TurnError" in lines[-1]
 

@@ -10,6 +10,7 @@ only when it has read the line it waits for, so there are no sleeps.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -44,6 +45,8 @@ class Child:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=log,
+            # The mock model calls the first tool offered: offer only the test's own.
+            env={**os.environ, "DSH_DISABLE_PLUGINS": "tools_fs,tools_shell,permissions"},
         )
         log.close()
         return cls(process)

@@ -42,6 +42,8 @@ WORD_COUNT = Tool(
         },
     ),
     _word_count,
+    # It only computes: the permission policy lets it run without asking.
+    effect="read",
 )
 
 

@@ -249,3 +249,9 @@ async def test_the_plugin_needs_a_harness() -> None:
         await PermissionsPlugin().dsh_tools_execute(ToolExecution("c", "t", "{}"), never)
     assert PermissionsConfig().mode == "workspace-write"
 
+
+def test_the_plugin_is_registered_as_an_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    (found,) = entry_points(group="dsh", name="permissions")
+    assert found.load() is PermissionsPlugin

@@ -231,3 +231,10 @@ async def test_named_pipes_are_never_opened(call: Call, workspace: Path) -> None
     ]:
         message = failed(await call(name, path="pipe", **args), "NOT_A_FILE")
         assert message == "Error: pipe is not a regular file (a pipe, socket or device)"
+
+
+def test_the_plugin_is_registered_as_an_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    (found,) = entry_points(group="dsh", name="tools_fs")
+    assert found.load() is FsToolsPlugin

@@ -156,3 +156,10 @@ def test_scrubbed_environment() -> None:
         "Y_TOKEN": "y",
         "PAGER": "cat",
     }
+
+
+def test_the_plugin_is_registered_as_an_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    (found,) = entry_points(group="dsh", name="tools_shell")
+    assert found.load() is ShellToolPlugin

@@ -98,8 +98,19 @@ def _cause(error: BaseException) -> str:
 
 def _from_http_stack(error: BaseException) -> bool:
     """The SDK lets some errors of its HTTP stack escape unwrapped (one that breaks off while
-    it reads an error body): tell them by the module that raised them."""
+    it reads an error body; older SDKs, any error of a started stream): tell them by the
+    module that raised them."""
     return type(error).__module__.partition(".")[0] in _HTTP_STACK
+
+
+def _timed_out(error: BaseException) -> bool:
+    if isinstance(error, TimeoutError | openai.APITimeoutError):
+        return True
+    return _from_http_stack(error) and "Timeout" in type(error).__name__
+
+
+def _connection_failed(error: BaseException) -> bool:
+    return isinstance(error, openai.APIConnectionError) or _from_http_stack(error)
 
 
 def request_failure(error: Exception, url: str, timeout_s: float) -> LlmFailure | None:
@@ -107,9 +118,9 @@ def request_failure(error: Exception, url: str, timeout_s: float) -> LlmFailure 
     the SDK or its HTTP stack raises (a bug: let it propagate)."""
     if isinstance(error, openai.APIStatusError):
         return status_failure(error)
-    if isinstance(error, TimeoutError | openai.APITimeoutError):
+    if _timed_out(error):
         return LlmFailure(f"no answer from {url} within {timeout_s} s", "TIMEOUT")
-    if isinstance(error, openai.APIConnectionError) or _from_http_stack(error):
+    if _connection_failed(error):
         return LlmFailure(f"cannot reach DeepSeek at {url}: {_cause(error)}", "TRANSPORT")
     return None
 
@@ -128,9 +139,9 @@ def stream_failure(error: Exception, idle_timeout_s: float) -> LlmFailure | None
     not a stream failure (a bug: let it propagate)."""
     if isinstance(error, LlmError):
         return error.failure
-    if isinstance(error, TimeoutError | openai.APITimeoutError):
+    if _timed_out(error):
         return LlmFailure(f"the stream made no progress for {idle_timeout_s} s", "TIMEOUT")
-    if isinstance(error, openai.APIConnectionError):
+    if _connection_failed(error):
         return LlmFailure(f"the connection broke before [DONE]: {_cause(error)}", "STREAM_CLOSED")
     if isinstance(error, MissingDone):
         return LlmFailure("the stream ended without [DONE]", "STREAM_CLOSED")

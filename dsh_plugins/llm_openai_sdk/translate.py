@@ -19,7 +19,8 @@ send usage after the finish chunk. ``None`` and ``""`` both mean "nothing", so t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from dsh.chunks import (
     BlockEnd,
@@ -50,15 +51,23 @@ if TYPE_CHECKING:
 __all__ = ["ChunkMapper", "finish_of", "usage_of"]
 
 
+def _field(value: object, name: str) -> Any:
+    """A field of an SDK object, or of the plain dict an older SDK leaves unparsed (its
+    ``CompletionUsage`` has no details objects); ``None`` when absent."""
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
 def usage_of(usage: CompletionUsage) -> TokenUsage:
     """The disjoint :class:`TokenUsage` of an SDK usage object. DeepSeek counts cache hits
     inside ``prompt_tokens`` (as the extra ``prompt_cache_hit_tokens``, or OpenAI's
     ``prompt_tokens_details.cached_tokens``); they are moved out of the input count.
     Reasoning tokens stay inside the output count."""
-    hits = getattr(usage, "prompt_cache_hit_tokens", None)
+    hits = _field(usage, "prompt_cache_hit_tokens")
     if hits is None:
-        hits = getattr(usage.prompt_tokens_details, "cached_tokens", None) or 0
-    reasoning = getattr(usage.completion_tokens_details, "reasoning_tokens", None) or 0
+        hits = _field(_field(usage, "prompt_tokens_details"), "cached_tokens") or 0
+    reasoning = _field(_field(usage, "completion_tokens_details"), "reasoning_tokens") or 0
     return TokenUsage(
         input_tokens=(usage.prompt_tokens or 0) - hits,
         output_tokens=usage.completion_tokens or 0,

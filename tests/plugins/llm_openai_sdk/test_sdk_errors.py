@@ -362,3 +362,19 @@ async def test_a_bug_while_streaming_propagates_and_the_response_is_closed() -> 
         async for _ in stream_completion(client, {}, "http://x", 1.0):
             pass
     assert response.closed
+
+
+def stack_error(name: str) -> Exception:
+    """An exception as the SDK's HTTP stack raises it (older SDKs do not wrap them)."""
+    error_class = type(name, (Exception,), {"__module__": "httpx._exceptions"})
+    return error_class("from the stack")  # type: ignore[no-any-return]
+
+
+def test_errors_of_the_http_stack_are_recognised_unwrapped() -> None:
+    timeout = stream_failure(stack_error("ReadTimeout"), 1.0)
+    broken = stream_failure(stack_error("RemoteProtocolError"), 1.0)
+    assert timeout is not None and timeout.code == "TIMEOUT"
+    assert broken is not None and broken.code == "STREAM_CLOSED"
+    assert broken.message == (
+        "the connection broke before [DONE]: RemoteProtocolError: from the stack"
+    )

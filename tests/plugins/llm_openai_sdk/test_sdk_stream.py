@@ -175,3 +175,17 @@ async def test_an_answer_without_any_content_is_empty(
     chunks: list[StreamChunk] = await collect(adapter)
     assert len(chunks) == 1
     assert failure_of(chunks).code == "EMPTY_RESPONSE"
+
+
+def test_usage_details_left_as_plain_dicts_by_older_sdks_are_read_too() -> None:
+    from types import SimpleNamespace
+
+    from dsh_plugins.llm_openai_sdk.translate import usage_of
+
+    usage: Any = SimpleNamespace(
+        prompt_tokens=10,
+        completion_tokens=5,
+        prompt_tokens_details={"cached_tokens": 4},
+        completion_tokens_details={"reasoning_tokens": 3},
+    )
+    assert usage_of(usage) == TokenUsage(6, 5, cache_read_tokens=4, reasoning_tokens=3)

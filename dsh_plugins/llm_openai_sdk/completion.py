@@ -26,7 +26,7 @@ async def stream_completion(
     client: DeepSeekOpenAI, arguments: dict[str, Any], url: str, idle_timeout_s: float
 ) -> AsyncGenerator[StreamChunk, None]:
     """Call ``chat.completions.create(**arguments)`` and stream the answer's chunks; a failure
-    ends the stream with ``finish{error}``."""
+    ends the stream with ``finish{error}``. The response is closed however the stream ends."""
     try:
         async with asyncio.timeout(idle_timeout_s):
             response = await client.chat.completions.create(**arguments)
@@ -47,6 +47,7 @@ async def stream_completion(
 async def _answer(
     response: AsyncStream[ChatCompletionChunk], idle_timeout_s: float
 ) -> AsyncGenerator[StreamChunk, None]:
+    """The StreamChunks of the SDK's parsed chunks, each awaited within the idle deadline."""
     mapper = ChunkMapper()
     parsed = aiter(response)
     try:

@@ -613,8 +613,10 @@ async def _abort_stream(stream: AsyncIterator[StreamChunk], into: _Streamed) -> 
             first.set()
 
     task = asyncio.create_task(consume())
+    started = asyncio.create_task(first.wait())
     async with asyncio.timeout(DEADLINE_S):
-        await asyncio.wait([task, asyncio.create_task(first.wait())], return_when="FIRST_COMPLETED")
+        await asyncio.wait([task, started], return_when="FIRST_COMPLETED")
+    started.cancel()
     task.cancel()
     try:
         await task
@@ -666,7 +668,10 @@ def _stream_problems(report: CaseReport, server: MockServer) -> list[str]:
         return [*problems, f"no request reached the mock server (raised: {report.raised})"]
     if case.kind == "abort" or report.scenario is None:
         return problems
-    outcome = assemble(report.stream)
+    try:
+        outcome = assemble(report.stream)
+    except LlmError as exc:
+        return [*problems, f"the chunks do not assemble: {exc}"]
     if case.kind == "answer":
         return [*problems, *_answer_problems(outcome, expected_answer(report.scenario))]
     failure = _failure_in(outcome)

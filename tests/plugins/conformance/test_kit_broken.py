@@ -19,6 +19,7 @@ from dsh.chunks import (
     FinishMaxTokens,
     FinishStop,
     LlmFailure,
+    ReasoningDelta,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -446,3 +447,11 @@ async def test_an_empty_stop_counts_as_the_empty_response_it_is() -> None:
 
     report = await run_case(rewriting(plain_stop), case("empty"))
     assert report.stream == (Finish(FinishStop()),)
+
+
+async def test_chunks_that_do_not_assemble_fail() -> None:
+    def wrong_kind(chunks: list[StreamChunk]) -> list[StreamChunk]:
+        return [ReasoningDelta(c.index, c.text) if isinstance(c, TextDelta) else c for c in chunks]
+
+    problems = await problems_of(rewriting(wrong_kind), "text-v4")
+    assert has(problems, "a reasoning chunk for block 0, which is text", "do not assemble")

@@ -54,13 +54,16 @@ def _config(harness: Harness, args: argparse.Namespace) -> int:
 _SECRET = ("api_key", "token", "secret", "password")
 
 
+def _secret(key: str) -> bool:
+    """``api_key``, ``token``, ``client_secret``...: a secret; ``max_tokens`` is not."""
+    key = key.lower()
+    return any(key == s or key.endswith(f"_{s}") for s in _SECRET)
+
+
 def _redacted(value: Any) -> Any:
     """``value`` with every secret-looking key's value replaced, so a dump is safe to share."""
     if isinstance(value, dict):
-        return {
-            k: "***" if v and any(s in k.lower() for s in _SECRET) else _redacted(v)
-            for k, v in value.items()
-        }
+        return {k: "***" if v and _secret(k) else _redacted(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_redacted(v) for v in value]
     return value

@@ -98,9 +98,13 @@ def test_plugin_commands_are_dispatched(
 def test_config_dump_redacts_secrets(capsys: pytest.CaptureFixture[str]) -> None:
     from dsh.cli import _redacted
 
-    raw = {"x": {"api_key": "sk-123", "empty_token": "", "nested": [{"password": "p"}], "n": 1}}
+    raw = {
+        "x": {"api_key": "sk-123", "empty_token": "", "nested": [{"password": "p"}], "n": 1},
+        "compaction": {"reserve_tokens": 10, "github_token": "t", "secret": "s"},
+    }
     assert _redacted(raw) == {
-        "x": {"api_key": "***", "empty_token": "", "nested": [{"password": "***"}], "n": 1}
+        "x": {"api_key": "***", "empty_token": "", "nested": [{"password": "***"}], "n": 1},
+        "compaction": {"reserve_tokens": 10, "github_token": "***", "secret": "***"},
     }
 
 

@@ -7,11 +7,13 @@ rule, the mode decides by what the tool declares it does (its ``effect``):
 mode              read    write      execute  other
 ================  ======  =========  =======  =====
 read-only         allow   deny       deny     ask
-workspace-write   allow   allow (1)  ask      ask
+workspace-write   allow   allow (1)  ask      allow (2)
 full              allow   allow      allow    allow
 ================  ======  =========  =======  =====
 
 (1) a write whose ``path`` argument lies outside the workspace asks.
+(2) an undeclared tool was registered on purpose by the host or an installed plugin, and the
+default mode is for working: embedding apps' own tools run unprompted. ``read-only`` asks.
 
 A rule's ``tool`` is a glob on the tool name; its ``match`` is a glob on the call's *subject*:
 the first string argument among ``command``, ``path``, ``pattern`` and ``url`` (so the command
@@ -56,7 +58,7 @@ SUBJECT_ARGUMENTS = ("command", "path", "pattern", "url")
 
 _MODES: dict[str, dict[str, Action]] = {
     "read-only": {"read": "allow", "write": "deny", "execute": "deny", "other": "ask"},
-    "workspace-write": {"read": "allow", "write": "allow", "execute": "ask", "other": "ask"},
+    "workspace-write": {"read": "allow", "write": "allow", "execute": "ask", "other": "allow"},
     "full": {"read": "allow", "write": "allow", "execute": "allow", "other": "allow"},
 }
 _DOES = {

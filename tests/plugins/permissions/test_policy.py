@@ -37,7 +37,10 @@ def test_the_subject_is_the_first_named_string_argument() -> None:
     ("mode", "expected"),
     [
         ("read-only", {"read": "allow", "write": "deny", "execute": "deny", "other": "ask"}),
-        ("workspace-write", {"read": "allow", "write": "allow", "execute": "ask", "other": "ask"}),
+        (
+            "workspace-write",
+            {"read": "allow", "write": "allow", "execute": "ask", "other": "allow"},
+        ),
         ("full", {"read": "allow", "write": "allow", "execute": "allow", "other": "allow"}),
     ],
 )

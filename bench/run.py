@@ -5,9 +5,10 @@ own process on 127.0.0.1, so each side's figures are its own. For every workload
 aiohttp, SSE lines split by hand, ``json.loads``, a plain tool loop over a list of dicts — and dsh
 run interleaved, several times; the table shows medians and the ratio dsh/floor. dsh runs in its
 default configuration: entry-point plugins (the DeepSeek adapter, JSONL persistence, retry,
-compaction, ...) plus a no-op ``dsh_agent_stream_chunk`` observer. Every run checks its output
-(the assembled text byte for byte, every tool call executed with the right arguments, the number
-of requests the server saw), so nothing wins by skipping work.
+compaction, budgets, ...) plus a no-op ``dsh_agent_stream_chunk`` observer; only the built-in
+tool plugins are left out, so that both sides send the model the same one tool. Every run
+checks its output (the assembled text byte for byte, every tool call executed with the right
+arguments, the number of requests the server saw), so nothing wins by skipping work.
 
 Workloads: W1 one reply of 20,000 deltas; W2 one agent, 200 sequential tool steps; W3 a fresh
 process from spawn to the first streamed token; W4 100 and 1,000 concurrent agents of 5 tool
@@ -193,11 +194,16 @@ class Bench:
         return None
 
 
+#: The built-in tool plugins would offer the model eight more tools than the floor client sends;
+#: the same request on both sides means the same tools. Everything else stays in.
+NOT_BENCHED = ("tools_fs", "tools_shell", "permissions")
+
+
 def dsh_harness(url: str, bench: Bench) -> Any:
     from dsh import Harness
 
     config = {"llm_deepseek": {"base_url": url, "api_key": "bench"}}
-    return Harness(plugins=[bench], config=config)
+    return Harness(plugins=[bench], config=config, disabled=NOT_BENCHED)
 
 
 def dsh_options() -> Any:
@@ -297,7 +303,8 @@ class First:
 async def main():
     first = First()
     config = {"llm_deepseek": {"base_url": sys.argv[1], "api_key": "bench"}}
-    async with Harness(plugins=[first], config=config) as h:
+    disabled = ("tools_fs", "tools_shell", "permissions")
+    async with Harness(plugins=[first], config=config, disabled=disabled) as h:
         agent = h.agent_loop.create("w3", AgentOptions(model="deepseek-v4-flash", thinking=False))
         agent.send("go")
         await first.seen.wait()

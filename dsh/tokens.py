@@ -15,9 +15,16 @@ from collections.abc import Callable
 
 from dsh.chunks import TokenUsage
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.request import LlmRequest
+from dsh.request import LlmRequest, ToolSchema
 
-__all__ = ["MESSAGE_OVERHEAD", "TokenMeter", "estimate_text", "estimate_tokens"]
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "TokenMeter",
+    "estimate_text",
+    "estimate_tokens",
+    "message_tokens",
+    "schema_tokens",
+]
 
 MESSAGE_OVERHEAD = 4
 IMAGE_TOKENS = 800
@@ -47,16 +54,21 @@ def message_tokens(message: Message) -> int:
     return MESSAGE_OVERHEAD + sum(_block_tokens(b) for b in message.content)
 
 
+def schema_tokens(tool: ToolSchema) -> int:
+    """The estimated tokens of one tool schema as the model receives it."""
+    parameters = json.dumps(tool.parameters)
+    return estimate_text(tool.name) + estimate_text(tool.description) + estimate_text(parameters)
+
+
 def estimate_tokens(
-    request: LlmRequest, per_message: Callable[[Message], int] = message_tokens
+    request: LlmRequest,
+    per_message: Callable[[Message], int] = message_tokens,
+    per_tool: Callable[[ToolSchema], int] = schema_tokens,
 ) -> int:
     """The uncalibrated estimate of ``request``'s input: system prompt, messages, tool schemas."""
     total = estimate_text(request.system or "")
     total += sum(map(per_message, request.messages))
-    for tool in request.tools:
-        total += estimate_text(tool.name) + estimate_text(tool.description)
-        total += estimate_text(json.dumps(tool.parameters))
-    return total
+    return total + sum(map(per_tool, request.tools))
 
 
 class TokenMeter:
@@ -75,13 +87,23 @@ class TokenMeter:
         self.factors: dict[str, float] = {}
         # A history is estimated again at every step; each message only once.
         self._message_tokens = functools.lru_cache(maxsize=16_384)(message_tokens)
+        self._tool_tokens: dict[tuple[str, int], int] = {}
 
     def factor(self, model: str) -> float:
         return self.factors.get(model, 1.0)
 
     def raw(self, request: LlmRequest) -> int:
-        """:func:`estimate_tokens`, with per-message estimates remembered."""
-        return estimate_tokens(request, self._message_tokens)
+        """:func:`estimate_tokens`, with per-message and per-tool estimates remembered."""
+        return estimate_tokens(request, self._message_tokens, self._schema_tokens)
+
+    def _schema_tokens(self, tool: ToolSchema) -> int:
+        # Schemas are registered once and offered at every step; their parameters are a dict
+        # (unhashable), so they are remembered by identity, with the name as a guard.
+        key = (tool.name, id(tool.parameters))
+        found = self._tool_tokens.get(key)
+        if found is None:
+            found = self._tool_tokens[key] = schema_tokens(tool)
+        return found
 
     def estimate(self, request: LlmRequest, raw: int | None = None) -> int:
         """The calibrated estimate (of ``raw``, the uncalibrated one, when already known)."""

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dsh.chunks import TokenUsage
 from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
-from dsh.tokens import MESSAGE_OVERHEAD, TokenMeter, estimate_text, estimate_tokens
+from dsh.tokens import (
+    MESSAGE_OVERHEAD,
+    TokenMeter,
+    estimate_text,
+    estimate_tokens,
+    schema_tokens,
+)
 
 
 def test_text_estimates() -> None:
@@ -53,3 +59,11 @@ def test_the_meter_calibrates_per_model() -> None:
     assert meter.factor("m") == 1.5
     meter.calibrate("x", raw, TokenUsage(input_tokens=1))  # nonsense is bounded
     assert meter.factor("x") == 0.5
+
+
+def test_the_meter_remembers_tool_schemas() -> None:
+    tool = ToolSchema("abcd", "abcd", {"type": "object"})
+    request = LlmRequest("m", (), tools=(tool, tool))
+    meter = TokenMeter()
+    assert meter.raw(request) == estimate_tokens(request) == 2 * schema_tokens(tool)
+    assert meter.raw(request) == estimate_tokens(request)

@@ -7,7 +7,9 @@ encoded by :class:`EventCodec`, which knows the event types registered in one ha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import json.encoder
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
 import cattrs
@@ -18,7 +20,7 @@ from dsh.content import Block, Image, MessageSource, Text
 from dsh.errors import DshError
 from dsh.events import CORE_EVENT_TYPES, SessionEvent, TurnEndReason
 
-__all__ = ["EventCodec", "converter", "structure", "unstructure"]
+__all__ = ["EventCodec", "converter", "dumps", "structure", "unstructure"]
 
 T = TypeVar("T")
 
@@ -63,6 +65,23 @@ def _tagged(plain: Any, tag: str) -> Any:
 for _union in (Block, MessageSource, FinishReason, StreamChunk, TurnEndReason):
     _tag_union(_union)
 _tag_union(Text | Image)
+
+
+def _compact_json() -> Callable[[Any], str]:
+    """Compact JSON text of JSON-ready data. CPython's C encoder is called directly when
+    present: ``JSONEncoder.encode`` costs twice as much per call, and persistence runs it for
+    every event."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - only interpreters without the C accelerator
+        return json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+    encode = make(
+        None, None, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    return lambda value: "".join(encode(value, 0))
+
+
+#: ``dumps(value)``: compact JSON text (ASCII, no spaces) of what :func:`unstructure` produced.
+dumps = _compact_json()
 
 
 def unstructure(value: Any) -> Any:

@@ -148,3 +148,9 @@ def test_event_types_register_once() -> None:
     codec.register("user/message", UserMessage)
     with pytest.raises(DshError, match="already registered"):
         codec.register("user/message", ContextMessage)
+
+
+def test_dumps_is_compact_ascii_json() -> None:
+    from dsh.converter import dumps
+
+    assert dumps({"a": [1, "é", None], "b": True}) == '{"a":[1,"\\u00e9",null],"b":true}'

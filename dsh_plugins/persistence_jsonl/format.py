@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from dsh.chunks import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
 from dsh.content import text_of
-from dsh.converter import EventCodec
+from dsh.converter import EventCodec, dumps
 from dsh.errors import DshError
 from dsh.events import AssistantChunk, SessionEvent, UserMessage
 from dsh.session import Session
@@ -45,20 +45,6 @@ COUNT_WIDTH = 12
 _COUNT_KEY = b',"events":'
 _TITLE_CHARS = 120
 
-
-def _compact_json() -> Callable[[Any], str]:
-    """Compact JSON text of JSON-ready data. CPython's C encoder is called directly when
-    present: ``JSONEncoder.encode`` costs twice as much per call, and it runs for every event."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - only interpreters without the C accelerator
-        return json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-    encode = make(
-        None, None, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-    return lambda value: "".join(encode(value, 0))
-
-
-dumps = _compact_json()
 
 Header = dict[str, Any]
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from attrs import frozen
 
 from dsh.content import text_of
-from dsh.converter import EventCodec
+from dsh.converter import EventCodec, dumps
 from dsh.errors import DshError
 from dsh.events import SessionEvent, UserMessage
 from dsh.markers import hookimpl
@@ -72,21 +72,6 @@ WHERE ?1 IS NULL OR instr(id, ?1) > 0 OR instr(title, ?1) > 0
 ORDER BY updated DESC LIMIT ?2
 """
 _TITLE_CHARS = 120
-
-
-def _compact_json() -> Callable[[Any], str]:
-    """Compact JSON text of JSON-ready data. CPython's C encoder is called directly when
-    present: ``JSONEncoder.encode`` costs twice as much per call, and it runs for every event."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - only interpreters without the C accelerator
-        return json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-    encode = make(
-        None, None, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-    return lambda value: "".join(encode(value, 0))
-
-
-dumps = _compact_json()
 
 
 @frozen

@@ -68,8 +68,8 @@ ON CONFLICT (id) DO UPDATE SET
 """
 _LIST = """
 SELECT id, created, updated, events, title, parent FROM sessions
-WHERE ?1 IS NULL OR instr(id, ?1) > 0 OR instr(title, ?1) > 0
-ORDER BY updated DESC LIMIT ?2
+WHERE :query IS NULL OR instr(id, :query) > 0 OR instr(title, :query) > 0
+ORDER BY updated DESC LIMIT :limit
 """
 _TITLE_CHARS = 120
 
@@ -287,5 +287,5 @@ class SqliteStore:
     def dsh_session_list(self, query: str | None, limit: int) -> list[SessionSummary] | None:
         if self.path is None:
             return None
-        rows = self._connection().execute(_LIST, (query, limit))
+        rows = self._connection().execute(_LIST, {"query": query, "limit": limit})
         return [SessionSummary(*row) for row in rows]

@@ -24,6 +24,7 @@ first, filtered and limited. The async checks need pytest-asyncio. :func:`event_
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import types
@@ -187,12 +188,12 @@ async def crash(harness: Harness) -> None:
 # -- the contract ----------------------------------------------------------------------------
 
 
-class SessionStoreContract:
+class SessionStoreContract(abc.ABC):
     """The checks. Subclass as ``Test<YourStore>`` and implement :meth:`make_store`."""
 
+    @abc.abstractmethod
     def make_store(self, directory: Path) -> object:
         """A store plugin that keeps its sessions under ``directory``."""
-        raise NotImplementedError("implement make_store(directory) in your Test class")
 
     def tear(self, directory: Path, session_id: str) -> bool:
         """Leave the stored tail of ``session_id`` as a crash in the middle of a write would;

@@ -17,7 +17,7 @@ from dsh_plugins.permissions.policy import (
     subject_of,
 )
 
-WS = Path("/work/space")
+WS = Path("/srv/workspace")
 
 
 def action(config: PermissionsConfig, tool: str, effect: Effect, args: Any = None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -43,17 +44,28 @@ HOOK_STYLES: dict[str, Style] = {
 
 
 class Impl:
-    """One implementation, prepared for calling: the function, its argument names, its plugin."""
+    """One implementation, prepared for calling: the function, its argument names, its plugin.
 
-    __slots__ = ("argnames", "function", "plugin")
+    The arguments it takes are picked from the call's keyword mapping by a prebuilt
+    ``itemgetter``: notify-sync hooks run for every streamed chunk.
+    """
+
+    __slots__ = ("_get", "_many", "argnames", "function", "plugin")
 
     def __init__(self, hookimpl: pluggy.HookImpl) -> None:
         self.function: Callable[..., Any] = hookimpl.function
         self.argnames: tuple[str, ...] = tuple(hookimpl.argnames)
         self.plugin: str = hookimpl.plugin_name
+        self._get = operator.itemgetter(*self.argnames) if self.argnames else None
+        self._many = len(self.argnames) > 1
 
     def __call__(self, kwargs: Mapping[str, Any]) -> Any:
-        return self.function(*[kwargs[name] for name in self.argnames])
+        get = self._get
+        if get is None:
+            return self.function()
+        if self._many:
+            return self.function(*get(kwargs))
+        return self.function(get(kwargs))
 
 
 async def _resolve(value: Any) -> Any:

@@ -3,7 +3,9 @@
 Run ``python bench/bench_persistence.py``. A 200-step tool loop on a scripted adapter runs with
 no persistence, with the JSONL store (``fsync = "turn"``: a checkpoint before every model
 request and tool call, an fsync at turn end) and with the SQLite store, interleaved; each
-figure is a median. Then 10,000 sessions are stored in SQLite and listed.
+figure is a median. The same loop then runs as in ``bench/run.py`` W2 — the DeepSeek adapter
+over HTTP against the mock server in its own process — with JSONL on and off. Then 10,000
+sessions are stored in SQLite and listed.
 """
 
 from __future__ import annotations
@@ -72,6 +74,40 @@ async def bench_checkpoints(directory: Path) -> float:
     return ratio
 
 
+async def http_loop(url: str, persist: bool) -> float:
+    """W2 of bench/run.py (200 tool steps over HTTP), with or without the JSONL store."""
+    import run  # bench/ is on sys.path (bench_over_http put it there)
+
+    bench = run.Bench()
+    config = {"llm_deepseek": {"base_url": url, "api_key": "bench"}}
+    disabled = [*run.NOT_BENCHED, *(() if persist else ("persistence_jsonl",))]
+    async with Harness(plugins=[bench], config=config, disabled=disabled) as h:
+        start = time.perf_counter()
+        agent = h.agent_loop.create("w2", run.dsh_options())
+        agent.send("go")
+        await agent.wait_idle()
+        return time.perf_counter() - start
+
+
+def bench_over_http() -> None:
+    """Print W2 with JSONL on and off; the loop's model calls cross real HTTP."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import run
+
+    server = run.Server()
+    times: dict[bool, list[float]] = {False: [], True: []}
+    try:
+        for _ in range(9):
+            for persist in (False, True):
+                server.queue([{"name": "tool-loop", "steps": STEPS}] * (STEPS + 1))
+                times[persist].append(asyncio.run(http_loop(server.url, persist)))
+    finally:
+        server.close()
+    off, on = statistics.median(times[False]), statistics.median(times[True])
+    print(f"{STEPS}-step tool loop over HTTP (bench/run.py W2, median of 9):")
+    print(f"  JSONL off {off * 1e3:7.1f} ms, on {on * 1e3:7.1f} ms, ratio {on / off:.3f}")
+
+
 async def store_sessions(path: Path, count: int) -> None:
     """``count`` small sessions in one SQLite database."""
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
@@ -110,4 +146,10 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    code = asyncio.run(main())
+    with tempfile.TemporaryDirectory() as data:
+        import os
+
+        os.environ["XDG_DATA_HOME"] = data
+        bench_over_http()
+    sys.exit(code)

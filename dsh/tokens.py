@@ -13,12 +13,15 @@ import functools
 import json
 from collections.abc import Callable
 
+from attrs import frozen
+
 from dsh.chunks import TokenUsage
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
 
 __all__ = [
     "MESSAGE_OVERHEAD",
+    "Price",
     "TokenMeter",
     "estimate_text",
     "estimate_tokens",
@@ -69,6 +72,26 @@ def estimate_tokens(
     total = estimate_text(request.system or "")
     total += sum(map(per_message, request.messages))
     return total + sum(map(per_tool, request.tools))
+
+
+@frozen
+class Price:
+    """What a model's tokens cost: US dollars per million tokens, cache reads and writes priced
+    separately (``[budgets.prices.<model>]`` in config)."""
+
+    input: float
+    output: float
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    def cost(self, usage: TokenUsage) -> float:
+        """The dollars ``usage`` (disjoint counts) cost."""
+        return (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_read_tokens * self.cache_read
+            + usage.cache_write_tokens * self.cache_write
+        ) / 1_000_000
 
 
 class TokenMeter:

@@ -7,6 +7,7 @@ from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
 from dsh.tokens import (
     MESSAGE_OVERHEAD,
+    Price,
     TokenMeter,
     estimate_text,
     estimate_tokens,
@@ -67,3 +68,9 @@ def test_the_meter_remembers_tool_schemas() -> None:
     meter = TokenMeter()
     assert meter.raw(request) == estimate_tokens(request) == 2 * schema_tokens(tool)
     assert meter.raw(request) == estimate_tokens(request)
+
+
+def test_price_of_disjoint_usage() -> None:
+    million = TokenUsage(1_000_000, 1_000_000, 2_000_000, 4_000_000)
+    assert Price(1.0, 2.0, 0.5, 0.25).cost(million) == 5.0
+    assert Price(1.0, 1.0).cost(TokenUsage(500_000)) == 0.5

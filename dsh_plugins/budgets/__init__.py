@@ -19,26 +19,9 @@ from dsh.events import SessionEvent
 from dsh.harness import Harness
 from dsh.loop import LoopAgent
 from dsh.session import Session
+from dsh.tokens import Price
 
 __all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
-
-
-@frozen
-class Price:
-    """US dollars per million tokens."""
-
-    input: float
-    output: float
-    cache_read: float = 0.0
-    cache_write: float = 0.0
-
-    def cost(self, usage: TokenUsage) -> float:
-        return (
-            usage.input_tokens * self.input
-            + usage.output_tokens * self.output
-            + usage.cache_read_tokens * self.cache_read
-            + usage.cache_write_tokens * self.cache_write
-        ) / 1_000_000
 
 
 @frozen

@@ -7,32 +7,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from attrs import frozen
-
 from dsh.chunks import TokenUsage
 from dsh.events import SessionEvent
+from dsh.tokens import Price
 
 __all__ = ["Price", "UsageMeter", "prices_from_config"]
 
 _BILLED = ("assistant/message", "compaction/summary")
-
-
-@frozen
-class Price:
-    """US dollars per million tokens, as ``[budgets.prices.<model>]`` gives them."""
-
-    input: float
-    output: float
-    cache_read: float = 0.0
-    cache_write: float = 0.0
-
-    def cost(self, usage: TokenUsage) -> float:
-        return (
-            usage.input_tokens * self.input
-            + usage.output_tokens * self.output
-            + usage.cache_read_tokens * self.cache_read
-            + usage.cache_write_tokens * self.cache_write
-        ) / 1_000_000
 
 
 def prices_from_config(dump: Mapping[str, Any]) -> dict[str, Price]:

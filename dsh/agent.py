@@ -6,7 +6,7 @@ from typing import Literal
 
 from attrs import frozen
 
-from dsh.request import ReasoningEffort
+from dsh.request import ReasoningEffort, ResponseFormat
 
 __all__ = ["AgentOptions", "AgentStatus", "Continuation", "Retry"]
 
@@ -24,6 +24,7 @@ class AgentOptions:
     max_tokens: int | None = None
     reasoning_effort: ReasoningEffort | None = None
     thinking: bool | None = None
+    response_format: ResponseFormat | None = None
     workspace: str | None = None
 
 

@@ -476,6 +476,7 @@ class LoopAgent:
             max_tokens=options.max_tokens,
             reasoning_effort=options.reasoning_effort,
             thinking=options.thinking,
+            response_format=options.response_format,
             session_id=self.session.id,
         )
 

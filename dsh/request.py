@@ -8,10 +8,13 @@ from attrs import field, frozen
 
 from dsh.content import Message
 
-__all__ = ["JsonObject", "LlmRequest", "ReasoningEffort", "ToolSchema"]
+__all__ = ["JsonObject", "LlmRequest", "ReasoningEffort", "ResponseFormat", "ToolSchema"]
 
 JsonObject = dict[str, Any]
 ReasoningEffort = Literal["low", "medium", "high", "max"]
+#: ``"json_object"`` asks for JSON output mode (the answer is one JSON object; the prompt must
+#: say "json" and describe the shape); ``"text"`` or ``None`` is ordinary text.
+ResponseFormat = Literal["text", "json_object"]
 
 
 @frozen
@@ -32,7 +35,8 @@ class LlmRequest:
     """One model call. ``model`` is the full model id (possibly ``provider/model``).
 
     ``thinking`` switches reasoning on or off where the model supports both; ``None`` leaves the
-    provider default. ``purpose`` marks calls that are not agent steps (e.g. ``"compaction"``).
+    provider default. ``response_format`` selects JSON output mode (``None``: not sent).
+    ``purpose`` marks calls that are not agent steps (e.g. ``"compaction"``).
     """
 
     model: str
@@ -44,5 +48,6 @@ class LlmRequest:
     stop: tuple[str, ...] = ()
     reasoning_effort: ReasoningEffort | None = None
     thinking: bool | None = None
+    response_format: ResponseFormat | None = None
     session_id: str | None = None
     purpose: str | None = None

@@ -12,6 +12,7 @@ from dsh.assembler import AssembledMessage, BlockAssembler
 from dsh.chunks import FinishAborted, FinishError, StreamChunk
 from dsh.errors import LlmError
 from dsh.request import LlmRequest
+from dsh.tokens import Pricing
 
 if TYPE_CHECKING:
     from dsh.hooks import Hooks
@@ -21,18 +22,28 @@ __all__ = ["LlmAdapter", "LlmService", "ModelInfo"]
 
 @frozen
 class ModelInfo:
-    """What an adapter knows about a model (``None``: unknown)."""
+    """What an adapter knows about a model (``None``: unknown).
+
+    ``context_window`` and ``max_output_tokens`` are token counts; ``image_input``: the model
+    reads images; ``thinking_default``: whether it reasons when a request leaves ``thinking``
+    unset; ``pricing``: what its tokens cost (the usage line and budgets use it when no price
+    is configured).
+    """
 
     context_window: int | None = None
     max_output_tokens: int | None = None
+    image_input: bool | None = None
+    thinking_default: bool | None = None
+    pricing: Pricing | None = None
 
 
 @runtime_checkable
 class LlmAdapter(Protocol):
     """What an adapter must offer: one provider attempt per ``stream`` call.
 
-    Adapters may also define ``async aclose()`` (awaited at harness stop) and
-    ``model_info(model_id) -> ModelInfo | None``.
+    Adapters may also define ``async aclose()`` (awaited at harness stop),
+    ``model_info(model_id) -> ModelInfo | None`` and ``unavailable(model_id) -> str | None``
+    (why the model cannot be used here, such as a missing optional dependency).
     """
 
     def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]: ...
@@ -85,6 +96,19 @@ class LlmService:
         describe: Any = getattr(found[0], "model_info", None) if found else None
         info: ModelInfo | None = describe(model) if describe is not None else None
         return info
+
+    def unavailable(self, model: str) -> str | None:
+        """Why ``model`` cannot be used in this environment (its adapter's optional
+        ``unavailable(model_id)`` says, e.g. a missing dependency), else ``None``."""
+        found = self._adapters.get(model)
+        check: Any = getattr(found[0], "unavailable", None) if found else None
+        problem: str | None = check(model) if check is not None else None
+        return problem
+
+    def pricing(self, model: str) -> Pricing | None:
+        """What the adapter serving ``model`` says its tokens cost, if it says."""
+        info = self.model_info(model)
+        return None if info is None else info.pricing
 
     def adapters(self) -> list[LlmAdapter]:
         """Each registered adapter once."""

@@ -15,9 +15,14 @@ with ``"\\n"``; one space after the colon is optional; lines starting with ``:``
 (``: keep-alive``), counted in :attr:`SseParser.comments` and never returned as events; an event
 that is not terminated by a blank line before the end of the stream is never dispatched.
 
-It also knows the one convention of OpenAI-style APIs: an event whose data is ``[DONE]`` ends the
-stream. It is not returned; :attr:`SseParser.done` becomes true and everything after it is
-ignored.
+It also knows the one convention of OpenAI-style APIs: an event whose data is ``[DONE]`` (proxies
+may add whitespace around it) ends the stream. It is not returned; :attr:`SseParser.done` becomes
+true and everything after it is ignored.
+
+``SseParser(max_event_bytes=n)`` bounds the bytes of one event (its lines, comments included, and
+the unfinished line): a server that never ends an event would otherwise grow the buffer without
+limit. Past the bound, :meth:`SseParser.feed` raises ``LlmError`` ``MALFORMED_RESPONSE``, so an
+adapter fails the stream with it as it is.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 import re
 
 from attrs import frozen
+
+from dsh.errors import LlmError
 
 __all__ = ["DONE", "SseEvent", "SseParser", "parse_sse"]
 
@@ -45,8 +52,10 @@ class SseEvent:
 class SseParser:
     """Bytes in, events out. Keeps only the unfinished line and the event being built."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int | None = None) -> None:
         self.done = False
+        #: The most bytes one event may take (``None``: no bound).
+        self.max_event_bytes = max_event_bytes
         #: How many comment lines (e.g. ``: keep-alive``) were seen: traffic that is not data.
         self.comments = 0
         #: The reconnection time the server asked for with ``retry:``, in milliseconds.
@@ -57,6 +66,8 @@ class SseParser:
         self._data: list[str] = []
         self._event = ""
         self._last_id = ""
+        self._event_bytes = 0
+        self._partial_bytes = 0
 
     def feed(self, data: bytes) -> list[SseEvent]:
         """The events completed by ``data`` (one network read of any size)."""
@@ -67,14 +78,32 @@ class SseParser:
             if data[:1] == b"\n":
                 data = data[1:]
         self._partial.append(data)
+        self._partial_bytes += len(data)
         if b"\n" not in data and b"\r" not in data:
+            self._check_size()
             return []
         buffer = b"".join(self._partial)
         lines = _LINE_END.split(buffer) if b"\r" in buffer else buffer.split(b"\n")
         # A trailing CR ended its line, but the LF of a CRLF pair may come in the next read.
         self._skip_lf = buffer.endswith(b"\r")
-        self._partial = [lines.pop()]
-        return self._lines(lines)
+        rest = lines.pop()
+        self._partial, self._partial_bytes = [rest], 0
+        events = self._lines(lines)
+        self._partial_bytes = len(rest)
+        self._check_size()
+        return events
+
+    def _check_size(self) -> None:
+        """Fail once the event being built (with the unfinished line) is over the bound."""
+        if self.max_event_bytes is None or self.done:
+            return
+        size = self._event_bytes + self._partial_bytes
+        if size > self.max_event_bytes:
+            raise LlmError.of(
+                "MALFORMED_RESPONSE",
+                f"one server-sent event is over {self.max_event_bytes} bytes (max_event_bytes): "
+                "the stream is not a well-formed event stream",
+            )
 
     def _lines(self, lines: list[bytes]) -> list[SseEvent]:
         if self._at_start:
@@ -84,12 +113,15 @@ class SseParser:
         events: list[SseEvent] = []
         for line in lines:
             if line:
+                self._event_bytes += len(line) + 1
+                self._check_size()
                 self._field(line)
                 continue
+            self._event_bytes = 0
             event = self._dispatch()
             if event is None:
                 continue
-            if event.data == DONE:
+            if event.data.strip() == DONE:
                 self.done = True
                 break
             events.append(event)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Protocol
 
-from attrs import frozen
+from attrs import field, frozen
 
 from dsh.chunks import TokenUsage
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
@@ -21,7 +23,11 @@ from dsh.request import LlmRequest, ToolSchema
 
 __all__ = [
     "MESSAGE_OVERHEAD",
+    "PeakHours",
     "Price",
+    "PriceBook",
+    "PriceSchedule",
+    "Pricing",
     "TokenMeter",
     "estimate_text",
     "estimate_tokens",
@@ -92,6 +98,83 @@ class Price:
             + usage.cache_read_tokens * self.cache_read
             + usage.cache_write_tokens * self.cache_write
         ) / 1_000_000
+
+    def price_at(self, when: float) -> Price:
+        """A flat price is the same at every hour."""
+        return self
+
+
+class Pricing(Protocol):
+    """Anything that says what a model's tokens cost at ``when`` (epoch seconds): a flat
+    :class:`Price` or a :class:`PriceSchedule`."""
+
+    def price_at(self, when: float) -> Price: ...
+
+
+def _days(days: Iterable[int]) -> frozenset[int]:
+    return frozenset(days)
+
+
+@frozen
+class PeakHours:
+    """The hours of a week when peak prices apply, on a clock ``utc_offset_minutes`` ahead of
+    UTC (a provider bills by its own wall clock, whatever the user's time zone).
+
+    ``windows``: ``(start, end)`` pairs of minutes after local midnight, end excluded;
+    ``weekdays``: the local days they apply on, Monday = 0. Public holidays are not modelled.
+    """
+
+    windows: tuple[tuple[int, int], ...]
+    weekdays: frozenset[int] = field(default=frozenset(range(5)), converter=_days)
+    utc_offset_minutes: int = 0
+
+    def contains(self, when: float) -> bool:
+        """Whether ``when`` (epoch seconds) falls in a peak window."""
+        zone = timezone(timedelta(minutes=self.utc_offset_minutes))
+        local = datetime.fromtimestamp(when, zone)
+        if local.weekday() not in self.weekdays:
+            return False
+        minute = local.hour * 60 + local.minute
+        return any(start <= minute < end for start, end in self.windows)
+
+
+@frozen
+class PriceSchedule:
+    """Prices that depend on the hour a call is made: ``peak`` inside ``peak_hours``,
+    ``off_peak`` at every other time."""
+
+    peak: Price
+    off_peak: Price
+    peak_hours: PeakHours
+
+    def price_at(self, when: float) -> Price:
+        return self.peak if self.peak_hours.contains(when) else self.off_peak
+
+
+class PriceBook:
+    """What a call cost: configured prices first (``[budgets.prices.<model>]``, flat), then
+    what the adapter serving the model publishes (``lookup``, typically
+    :meth:`dsh.llm.LlmService.pricing`). A model found in neither has no known cost."""
+
+    def __init__(
+        self,
+        configured: Mapping[str, Pricing],
+        lookup: Callable[[str], Pricing | None] = lambda model: None,
+    ) -> None:
+        self.configured = dict(configured)
+        self._lookup = lookup
+
+    def pricing(self, model: str | None) -> Pricing | None:
+        if not model:
+            return None
+        found = self.configured.get(model)
+        return found if found is not None else self._lookup(model)
+
+    def cost(self, model: str | None, usage: TokenUsage, when: float) -> float | None:
+        """The dollars ``usage`` cost on ``model`` at ``when`` (epoch seconds); ``None`` when
+        the model's price is unknown."""
+        pricing = self.pricing(model)
+        return None if pricing is None else pricing.price_at(when).cost(usage)
 
 
 class TokenMeter:

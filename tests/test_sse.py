@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dsh.errors import LlmError
 from dsh.sse import DONE, SseEvent, SseParser, parse_sse
 
 
@@ -85,8 +87,20 @@ def test_done_ends_the_stream_and_everything_after_it_is_ignored() -> None:
 
 def test_done_is_only_the_exact_data() -> None:
     parser = SseParser()
-    assert parser.feed(b"data: [DONE] \n\n") == [SseEvent("[DONE] ")]
+    assert parser.feed(b"data: [DONE]x\n\ndata: [DONE] ]\n\n") == [
+        SseEvent("[DONE]x"),
+        SseEvent("[DONE] ]"),
+    ]
     assert not parser.done
+
+
+@pytest.mark.parametrize(
+    "frame", [b"data: [DONE] \n\n", b"data:[DONE]\t\r\n\r\n", b"data:  [DONE]\n\n"]
+)
+def test_done_with_whitespace_around_it_ends_the_stream_as_proxies_send_it(frame: bytes) -> None:
+    parser = SseParser()
+    assert parser.feed(frame + b"data: later\n\n") == []
+    assert parser.done
 
 
 def test_an_unterminated_final_event_is_never_dispatched() -> None:
@@ -158,3 +172,68 @@ def test_any_split_into_reads_gives_identical_events(stream: bytes, cuts: list[i
     split = SseParser()
     assert feed_all(split, *reads) == expected
     assert (split.done, split.comments) == (whole.done, whole.comments)
+
+
+# -- the size bound of one event ------------------------------------------------------------------
+
+
+def test_an_event_over_max_event_bytes_fails_the_stream_as_malformed() -> None:
+    parser = SseParser(max_event_bytes=20)
+    assert parser.feed(b"data: 0123456789\n\n") == [SseEvent("0123456789")]
+    with pytest.raises(LlmError) as raised:
+        parser.feed(b"data: 0123456789\ndata: 0123456789\n\n")
+    assert raised.value.failure.code == "MALFORMED_RESPONSE"
+    assert "over 20 bytes (max_event_bytes)" in raised.value.failure.message
+
+
+def test_a_line_that_never_ends_is_bounded_too() -> None:
+    parser = SseParser(max_event_bytes=64)
+    parser.feed(b"data: " + b"x" * 50)
+    with pytest.raises(LlmError):
+        parser.feed(b"x" * 20)
+
+
+def test_the_bound_is_per_event_and_counts_comments() -> None:
+    parser = SseParser(max_event_bytes=16)
+    many = b"".join(b"data: abc\n\n: keep-alive\n\n" for _ in range(100))
+    assert len(parser.feed(many)) == 100
+    with pytest.raises(LlmError):
+        parser.feed(b": a very long comment line\n\n")
+
+
+def test_nothing_after_done_counts_and_no_bound_by_default() -> None:
+    bounded = SseParser(max_event_bytes=16)
+    assert bounded.feed(b"data: [DONE]\n\n" + b"x" * 100) == []
+    assert bounded.done
+    assert SseParser().feed(b"data: " + b"x" * 100_000 + b"\n\n") == [SseEvent("x" * 100_000)]
+
+
+@given(_streams(), st.lists(st.integers(min_value=0), max_size=10))
+def test_the_bound_fails_exactly_when_an_event_is_over_it(stream: bytes, cuts: list[int]) -> None:
+    # The largest event, counted as the parser counts it: its lines, each with one line end.
+    largest = max(
+        (sum(len(line) + 1 for line in event.split(b"\n") if line) for event in _events(stream)),
+        default=0,
+    )
+    points = sorted({cut % (len(stream) + 1) for cut in cuts})
+    reads = [stream[a:b] for a, b in zip([0, *points], [*points, len(stream)], strict=True)]
+    assert feed_all(SseParser(max_event_bytes=largest), *reads) == parse_sse(stream)
+    if largest:
+        with pytest.raises(LlmError):
+            feed_all(SseParser(max_event_bytes=largest - 1), stream)
+
+
+def _events(stream: bytes) -> list[bytes]:
+    """The raw events of a stream up to [DONE], line ends made LF, split at blank lines."""
+    text = stream.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    events = text.split(b"\n\n")
+    for position, event in enumerate(events):
+        # [DONE] ends the stream when it is the event's whole data (its data lines joined).
+        data = [
+            line.partition(b":")[2].removeprefix(b" ")
+            for line in event.split(b"\n")
+            if line.partition(b":")[0] == b"data"
+        ]
+        if data and b"\n".join(data).strip() == DONE.encode():
+            return events[: position + 1]
+    return events

@@ -28,6 +28,7 @@ config section instead. Two adapters for the same endpoint can be compared case 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -77,26 +78,38 @@ from dsh.harness import Harness
 from dsh.llm import LlmAdapter
 from dsh.markers import hookimpl
 from dsh.replay import verify
-from dsh.request import LlmRequest
+from dsh.request import LlmRequest, ToolSchema
+from dsh.sse import parse_sse
+from dsh.tools import Tool, ToolExecution
 from dsh_plugins.mock_server import MockServer, Scenario, completion_json, reply
+from dsh_plugins.mock_server import anthropic as anthropic_wire
+from dsh_plugins.mock_server.anthropic_checks import openai_body
 from dsh_plugins.mock_server.catalogue import ScenarioSpec, resolve
+from dsh_plugins.mock_server.wire import frame_bytes
 
 __all__ = [
+    "ANTHROPIC_PATH",
     "API_KEY",
     "CASES",
     "DEADLINE_S",
     "MODEL",
     "PROMPT",
+    "QUOTED_CHARS",
+    "STRICT_TOOLS",
+    "WIRES",
     "AdapterContract",
     "AdapterTarget",
+    "Agreement",
     "CaseKind",
     "CaseReport",
     "ConformanceCase",
     "ConformanceError",
     "Endpoint",
+    "Wire",
     "adapter_target",
     "check_stream",
     "compare_reports",
+    "compare_wires",
     "expected_answer",
     "headline",
     "plugin_target",
@@ -121,29 +134,46 @@ _CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 @frozen
 class Endpoint:
     """Where the adapter under test must send its requests, for one run: the mock server's
-    ``base_url`` (``POST {base_url}/chat/completions``), the ``api_key`` it requires, and the
-    ``idle_timeout_s`` to use (short in the stall cases)."""
+    ``base_url`` (``POST {base_url}/chat/completions``), the ``api_key`` it requires, the
+    ``idle_timeout_s`` to use (short in the stall cases) and, in the queued cases, the
+    ``first_data_timeout_s`` (how long keep-alive comments may hold off the first data event;
+    ``None``: the adapter's default, which must be long — DeepSeek queues for up to 10 minutes)."""
 
     base_url: str
     api_key: str
     idle_timeout_s: float
+    first_data_timeout_s: float | None = None
 
     def section(self, **options: Any) -> dict[str, Any]:
         """A config section in the shape the built-in adapters share (``base_url``,
-        ``api_key``, ``idle_timeout_s``), plus ``options``."""
-        base = {"base_url": self.base_url, "api_key": self.api_key}
+        ``api_key``, ``idle_timeout_s``, and ``first_data_timeout_s`` when set), plus
+        ``options``."""
+        base: dict[str, Any] = {"base_url": self.base_url, "api_key": self.api_key}
+        if self.first_data_timeout_s is not None:
+            base["first_data_timeout_s"] = self.first_data_timeout_s
         return {**base, "idle_timeout_s": self.idle_timeout_s, **options}
+
+
+Wire = Literal["openai", "anthropic"]
+"""A wire format the mock server speaks: DeepSeek's chat completions (``openai``, at the
+server's root) or the Anthropic Messages API (``anthropic``, under :data:`ANTHROPIC_PATH`)."""
+WIRES: tuple[Wire, ...] = ("openai", "anthropic")
+#: Where the mock server's Messages endpoint lives: ``POST {url}/anthropic/v1/messages``, as
+#: DeepSeek's Anthropic-format base URL is ``https://api.deepseek.com/anthropic``.
+ANTHROPIC_PATH = "/anthropic"
 
 
 @frozen
 class AdapterTarget:
     """The adapter under test: the model id it serves, and how to build a harness in which
     it serves that id against an :class:`Endpoint` — the ``plugins`` to load and the
-    ``config``. Build one with :func:`adapter_target` or :func:`plugin_target`."""
+    ``config``. Build one with :func:`adapter_target` or :func:`plugin_target`. ``wire``: the
+    format it speaks; an ``anthropic`` target's endpoint is the mock's Messages base URL."""
 
     model: str
     plugins: Callable[[Endpoint], Sequence[object]]
     config: Callable[[Endpoint], Mapping[str, Any]] = lambda endpoint: {}
+    wire: Wire = "openai"
 
 
 class _Serves:
@@ -175,6 +205,9 @@ def plugin_target(model: str, plugin: object, section: str, **options: Any) -> A
 # -- the cases -----------------------------------------------------------------------------
 
 CaseKind = Literal["answer", "fault", "abort"]
+Agreement = Literal["chunks", "outcome"]
+"""What adapters of different wire formats must agree on in a case: the same ``chunks``
+(the wires carry the same content, in the same order), or only the same ``outcome``."""
 
 
 @frozen
@@ -185,16 +218,25 @@ class ConformanceCase:
     ``fault`` cases must fail with ``code`` after streaming exactly ``partial`` (the text and
     reasoning the wire delivered before the fault); the ``abort`` case cancels the consumer
     mid-stream, which must close the response and let the cancellation through. ``thinking``
-    is sent with every request of the case.
+    is sent with every request of the case (``None``: left to the server, whose default is
+    on). ``tools`` are offered with every request (the agent gets tools of those schemas).
+    ``stalls`` cases run with a short idle timeout; ``first_data_timeout_s`` is set in the
+    queued cases. ``wires``: the wire formats the case exists in (framing only the
+    chat-completions wire has is ``("openai",)``); ``agreement``: what adapters of two wire
+    formats must agree on (:func:`compare_wires`).
     """
 
     name: str
     scenario: ScenarioSpec
     kind: CaseKind = "answer"
-    thinking: bool = False
+    thinking: bool | None = False
     code: str | None = None
     partial: str = ""
     stalls: bool = False
+    tools: tuple[ToolSchema, ...] = ()
+    first_data_timeout_s: float | None = None
+    wires: tuple[Wire, ...] = WIRES
+    agreement: Agreement = "chunks"
 
     def __str__(self) -> str:
         return self.name
@@ -204,7 +246,7 @@ class ConformanceCase:
         return _STALL_IDLE_S if self.stalls else _IDLE_S
 
 
-def _answer(name: str, thinking: bool = False, **params: Any) -> ConformanceCase:
+def _answer(name: str, thinking: bool | None = False, **params: Any) -> ConformanceCase:
     return ConformanceCase(name, {"name": name, **params} if params else name, thinking=thinking)
 
 
@@ -212,7 +254,45 @@ def _fault(name: str, code: str, partial: str = "", stalls: bool = False) -> Con
     return ConformanceCase(name, name, "fault", code=code, partial=partial, stalls=stalls)
 
 
+#: The tools of the ``strict-tools`` case: a plain one (which the scripted model calls) beside a
+#: strict one whose schema leaves objects open (a nested object, an array of objects, an
+#: optional property). Strict mode wants every function strict and every object closed, so an
+#: adapter must send both closed, to the ``/beta`` base URL.
+STRICT_TOOLS = (
+    ToolSchema(
+        "weather",
+        "The weather in a city.",
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    ),
+    ToolSchema(
+        "book_flight",
+        "Book a flight.",
+        {
+            "type": "object",
+            "properties": {
+                "route": {
+                    "type": "object",
+                    "properties": {"from": {"type": "string"}, "to": {"type": "string"}},
+                    "required": ["from"],
+                },
+                "passengers": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                    },
+                },
+                "note": {"type": "string"},
+            },
+            "required": ["route"],
+        },
+        strict=True,
+    ),
+)
+
+
 _PARTIAL = "Partial answer"
+_OPENAI_ONLY: tuple[Wire, ...] = ("openai",)
 
 
 def _slow_answer() -> Scenario:
@@ -228,7 +308,9 @@ CASES: tuple[ConformanceCase, ...] = (
     _answer("thinking-length", thinking=True),
     _answer("tool-calls-parallel"),
     _answer("tool-call-thinking", thinking=True),
-    _answer("tool-calls-one-chunk"),
+    # The Messages API streams blocks one after the other: the interleaved fragments arrive
+    # call by call.
+    attrs.evolve(_answer("tool-calls-one-chunk"), agreement="outcome"),
     _answer("usage-trailing"),
     _answer("usage-running", thinking=True),
     _answer("keep-alive", thinking=True),
@@ -236,9 +318,28 @@ CASES: tuple[ConformanceCase, ...] = (
     _answer("finish-without-delta"),
     _answer("reasoning-only", thinking=True),
     _answer("data-after-done"),
+    attrs.evolve(_answer("framing-fields"), wires=_OPENAI_ONLY),
+    attrs.evolve(_answer("done-whitespace"), wires=_OPENAI_ONLY),
+    attrs.evolve(_answer("usage-choices-null"), wires=_OPENAI_ONLY),
+    attrs.evolve(_answer("usage-no-choices"), wires=_OPENAI_ONLY),
+    _answer("invalid-utf8"),
+    attrs.evolve(_answer("queued"), stalls=True),
     _answer("long-text", chunks=40),
     _answer("deltas", chunks=40),
     _answer("tool-loop", steps=1),
+    ConformanceCase(
+        "passback-empty-reasoning",
+        {"name": "tool-loop", "steps": 1, "reasoning": ""},
+        thinking=True,
+        agreement="outcome",
+    ),
+    ConformanceCase(
+        "passback-thinking-default",
+        {"name": "tool-loop", "steps": 1, "reasoning": ""},
+        thinking=None,
+        agreement="outcome",
+    ),
+    ConformanceCase("strict-tools", "scripted", tools=STRICT_TOOLS, wires=_OPENAI_ONLY),
     _fault("bad-request", "INVALID_REQUEST"),
     _fault("context-length", "CONTEXT_WINDOW_EXCEEDED"),
     _fault("auth", "AUTH"),
@@ -255,7 +356,14 @@ CASES: tuple[ConformanceCase, ...] = (
     _fault("error-event", "SERVER", _PARTIAL),
     _fault("empty", "EMPTY_RESPONSE"),
     _fault("content-filter", "CONTENT_FILTER", _PARTIAL),
-    _fault("insufficient-resource", "INSUFFICIENT_SYSTEM_RESOURCE", "Thinking hard"),
+    # An overloaded_error event ends a Messages stream at once: no block end, no usage.
+    attrs.evolve(_fault("insufficient-resource", "SERVER", "Thinking hard"), agreement="outcome"),
+    _fault("unknown-finish", "UNKNOWN_FINISH", _PARTIAL),
+    attrs.evolve(_fault("queued-stall", "TIMEOUT", stalls=True), first_data_timeout_s=1.0),
+    _fault("json-error-200", "RATE_LIMIT"),
+    _fault("completion-200", "MALFORMED_RESPONSE"),
+    _fault("html-200", "MALFORMED_RESPONSE"),
+    _fault("empty-200", "MALFORMED_RESPONSE"),
     ConformanceCase("abort", _slow_answer(), "abort"),
 )
 
@@ -480,10 +588,13 @@ def _wire_usage(usage: Mapping[str, Any] | None) -> TokenUsage | None:
     )
 
 
-def expected_answer(scenario: Scenario) -> AssembledMessage:
+def expected_answer(scenario: Scenario, wire_format: Wire = "openai") -> AssembledMessage:
     """The message, usage and finish an answer scenario must assemble to, read from its wire
     frames (folded as a non-streaming completion): reasoning, then text, then the tool calls
-    (dropped on ``max-tokens``, as the assembler does)."""
+    (dropped on ``max-tokens``, as the assembler does). ``wire_format="anthropic"``:
+    ``scenario`` is in the Messages format (the mock's encoding), read block by block."""
+    if wire_format == "anthropic":
+        return _expected_message(scenario)
     completion = json.loads(completion_json(scenario))
     choice = completion["choices"][0]
     wire = choice["message"]
@@ -502,14 +613,71 @@ def expected_answer(scenario: Scenario) -> AssembledMessage:
     return AssembledMessage(message, _wire_usage(completion.get("usage")), finish)
 
 
+_STOPS: dict[str, FinishReason] = {
+    "end_turn": FinishStop(),
+    "stop_sequence": FinishStop(),
+    "tool_use": FinishToolCalls(),
+    "max_tokens": FinishMaxTokens(),
+}
+
+
+def _expected_message(scenario: Scenario) -> AssembledMessage:
+    """What a Messages-format answer carries: each content block (a thinking block with its
+    signature; a tool call's arguments as its ``input_json_delta`` fragments joined, or its
+    start ``input`` when none came), the usage (disjoint already) and the stop reason."""
+    blocks: dict[int, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    reason = ""
+    events = (json.loads(e.data) for e in parse_sse(frame_bytes("".join(scenario.frames))))
+    # What follows message_stop is not the message's (and may not be Messages events at all).
+    for payload in itertools.takewhile(lambda p: p["type"] != "message_stop", events):
+        kind = payload["type"]
+        if kind == "message_start":
+            counts.update(payload["message"]["usage"])
+        elif kind == "content_block_start":
+            blocks[payload["index"]] = {**payload["content_block"], "pieces": ""}
+        elif kind == "content_block_delta":
+            delta = payload["delta"]
+            name = next(key for key in delta if key != "type")
+            target = "pieces" if name in ("text", "thinking", "partial_json") else name
+            blocks[payload["index"]][target] += delta[name]
+        elif kind == "message_delta":
+            counts.update(payload["usage"])
+            reason = payload["delta"]["stop_reason"]
+    finish = _STOPS[reason]
+    built = [_block_of(blocks[index]) for index in sorted(blocks)]
+    if isinstance(finish, FinishMaxTokens):
+        built = [block for block in built if not isinstance(block, ToolCall)]
+    usage = TokenUsage(
+        input_tokens=counts["input_tokens"],
+        output_tokens=counts["output_tokens"],
+        cache_read_tokens=counts["cache_read_input_tokens"],
+        cache_write_tokens=counts["cache_creation_input_tokens"],
+    )
+    return AssembledMessage(Message("assistant", tuple(built)), usage, finish)
+
+
+def _block_of(wire: dict[str, Any]) -> Block:
+    if wire["type"] == "thinking":
+        return Reasoning(wire["pieces"], wire["signature"])
+    if wire["type"] == "text":
+        return Text(wire["pieces"])
+    return ToolCall(wire["id"], wire["name"], wire["pieces"] or json.dumps(wire["input"]))
+
+
+#: How much of a body that is neither an error object nor a stream a failure must quote.
+QUOTED_CHARS = 60
+
+
 def _http_expectation(scenario: Scenario) -> tuple[int | None, float | None, str]:
-    """An HTTP-error scenario's status, ``Retry-After`` (in seconds) and body message."""
-    if scenario.status == 200:
+    """An HTTP-error (or HTTP 200 but not event-stream) scenario's status, ``Retry-After`` (in
+    seconds) and what the failure must quote: the error message, else the body's start."""
+    if scenario.status == 200 and scenario.event_stream:
         return None, None, ""
     try:
         says = str(json.loads(scenario.body)["error"]["message"])
-    except ValueError:
-        says = scenario.body.strip()
+    except (ValueError, TypeError, KeyError):
+        says = scenario.body.strip()[:QUOTED_CHARS]
     retry_after = dict(scenario.headers).get("Retry-After")
     return scenario.status, None if retry_after is None else float(retry_after), says
 
@@ -533,6 +701,7 @@ class CaseReport:
     requests: tuple[Any, ...]
     events: tuple[SessionEvent, ...]
     scenario: Scenario | None = field(default=None, eq=False)
+    wire: Wire = "openai"
 
     @property
     def stream(self) -> tuple[StreamChunk, ...]:
@@ -563,7 +732,8 @@ async def _served(
 ) -> AsyncIterator[tuple[MockServer, Harness]]:
     """A fresh mock server and a started harness whose adapter points at it."""
     async with MockServer(api_key=API_KEY) as server:
-        endpoint = Endpoint(server.url, API_KEY, case.idle_timeout_s)
+        base_url = server.url + (ANTHROPIC_PATH if target.wire == "anthropic" else "")
+        endpoint = Endpoint(base_url, API_KEY, case.idle_timeout_s, case.first_data_timeout_s)
         harness = Harness(
             [*target.plugins(endpoint), *plugins],
             dict(target.config(endpoint)),
@@ -632,7 +802,10 @@ async def _stream_phase(target: AdapterTarget, case: ConformanceCase) -> CaseRep
     async with _served(target, case) as (server, harness):
         adapter = harness.llm.adapter_for(target.model)
         request = LlmRequest(
-            target.model, (Message("user", (Text(PROMPT),)),), thinking=case.thinking
+            target.model,
+            (Message("user", (Text(PROMPT),)),),
+            tools=case.tools,
+            thinking=case.thinking,
         )
         server.queue(case.scenario)
         streamed = _Streamed()
@@ -642,14 +815,29 @@ async def _stream_phase(target: AdapterTarget, case: ConformanceCase) -> CaseRep
         else:
             await _collect(adapter.stream(request), streamed)
         bodies = tuple(r.body for r in server.requests)
-    scenario = resolve(case.scenario, bodies[0]) if bodies else None
+    scenario = _scenario_of(target.wire, case.scenario, bodies[0]) if bodies else None
     report = CaseReport(
-        case, target.model, tuple(streamed.chunks), streamed.raised, bodies, (), scenario
+        case,
+        target.model,
+        tuple(streamed.chunks),
+        streamed.raised,
+        bodies,
+        (),
+        scenario,
+        target.wire,
     )
     problems = [*streamed.problems, *_stream_problems(report, server)]
     if problems:
         raise ConformanceError(case.name, [f"stream: {problem}" for problem in problems])
     return report
+
+
+def _scenario_of(wire: Wire, spec: ScenarioSpec, body: Any) -> Scenario:
+    """What the mock answered to ``body``: on the Messages wire, the scenario resolved for the
+    request as the scenarios read it, then encoded."""
+    if wire == "openai":
+        return resolve(spec, body)
+    return anthropic_wire.encode(resolve(spec, openai_body(body)))
 
 
 async def _closed_connection(server: MockServer) -> list[str]:
@@ -673,7 +861,8 @@ def _stream_problems(report: CaseReport, server: MockServer) -> list[str]:
     except LlmError as exc:
         return [*problems, f"the chunks do not assemble: {exc}"]
     if case.kind == "answer":
-        return [*problems, *_answer_problems(outcome, expected_answer(report.scenario))]
+        expected = expected_answer(report.scenario, report.wire)
+        return [*problems, *_answer_problems(outcome, expected)]
     failure = _failure_in(outcome)
     request_id = f"mock-{len(server.requests)}"
     return [*problems, *_fault_problems(case, report.scenario, outcome, failure, request_id)]
@@ -737,9 +926,26 @@ class _AbortOnFirstChunk:
         agent.abort(_ABORT_REASON)
 
 
+class _Tools:
+    """A host plugin that gives the agent tools of the case's schemas (each answers "ok")."""
+
+    def __init__(self, schemas: Sequence[ToolSchema]) -> None:
+        self.schemas = schemas
+
+    @hookimpl
+    def dsh_register_tools(self, register: Callable[..., Any]) -> None:
+        for schema in self.schemas:
+            register(Tool(schema, _ok))
+
+
+async def _ok(args: Any, execution: ToolExecution) -> str:
+    return "ok"
+
+
 async def _agent_phase(target: AdapterTarget, report: CaseReport) -> CaseReport:
     case = report.case
-    extra = [_AbortOnFirstChunk()] if case.kind == "abort" else []
+    extra: list[object] = [_AbortOnFirstChunk()] if case.kind == "abort" else []
+    extra += [_Tools(case.tools)] if case.tools else []
     async with _served(target, case, *extra) as (server, harness):
         options = AgentOptions(model=target.model, thinking=case.thinking)
         agent = harness.agent_loop.create("conformance", options)
@@ -816,7 +1022,10 @@ def _first_step_problems(report: CaseReport) -> list[str]:
 async def run_case(target: AdapterTarget, case: ConformanceCase) -> CaseReport:
     """Run ``case`` on ``target``: one call streamed straight from the adapter, then one turn
     of a real agent, each against a fresh mock server. Raises :class:`ConformanceError` with
-    every problem found; returns what the adapter did (for :func:`compare_reports`)."""
+    every problem found; returns what the adapter did (for :func:`compare_reports`). A case
+    that does not exist in the target's wire format (``case.wires``) is skipped."""
+    if target.wire not in case.wires:
+        pytest.skip(f"case {case.name!r} exists only on the {'/'.join(case.wires)} wire")
     report = await _stream_phase(target, case)
     return await _agent_phase(target, report)
 
@@ -885,6 +1094,80 @@ def compare_reports(a: CaseReport, b: CaseReport, *, exact_messages: bool = Fals
     if len(events_a) != len(events_b):
         differences.append(f"{len(events_a)} events ≠ {len(events_b)} events")
     return differences
+
+
+class _AcrossWires(_Normaliser):
+    """Makes records of adapters for two wire formats comparable: besides the model id, what
+    only one wire carries goes — a reasoning block's ``signature`` (Messages API only), the
+    ``reasoning_tokens`` count (chat completions only), and an empty reasoning block (the
+    Messages API sends a signed one in thinking mode even when nothing was reasoned) — and
+    failures keep their code, status, ``retry_after_s`` and request id but not their message,
+    which names the provider and its wire's words."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(model, exact=True)
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, tuple):
+            value = tuple(item for item in value if not _empty_reasoning(item))
+        elif isinstance(value, Reasoning):
+            return Reasoning(value.text)
+        elif isinstance(value, TokenUsage):
+            return attrs.evolve(value, reasoning_tokens=0)
+        elif isinstance(value, LlmFailure | ErrorEvent):
+            value = attrs.evolve(value, message="")
+        return super().__call__(value)
+
+
+def _empty_reasoning(value: object) -> bool:
+    return isinstance(value, Reasoning) and not value.text
+
+
+def compare_wires(a: CaseReport, b: CaseReport) -> list[str]:
+    """How two adapters that reach the same models over different wire formats differ in one
+    case (empty: they do not).
+
+    Their request bodies differ by nature and are not compared. In a case whose
+    ``agreement`` is ``"chunks"`` they must stream the same chunks; in every case the streams
+    must assemble to the same outcome (for a fault: what streamed before it, and the failure)
+    and the session logs (chunks aside where only the outcome must agree, and in ``abort``)
+    must match — all after :class:`_AcrossWires` drops what only one wire carries.
+    """
+    case = a.case
+    left, right = _AcrossWires(a.model), _AcrossWires(b.model)
+    differences = []
+    if case.kind != "abort":
+        if case.agreement == "chunks" and left(a.stream) != right(b.stream):
+            differences.append(f"the streams differ:\n    {a.stream}\n    {b.stream}")
+        one, other = left(_outcome(a)), right(_outcome(b))
+        if one != other:
+            differences.append(f"the outcomes differ:\n    {one}\n    {other}")
+    chunks = case.kind == "abort" or case.agreement == "outcome"
+    events_a = [(e.type, left(e.data)) for e in _events(a, chunks)]
+    events_b = [(e.type, right(e.data)) for e in _events(b, chunks)]
+    differences += [
+        f"event {position}: {one} ≠ {other}"
+        for position, (one, other) in enumerate(zip(events_a, events_b, strict=False))
+        if one != other
+    ][:1]
+    if len(events_a) != len(events_b):
+        differences.append(f"{len(events_a)} events ≠ {len(events_b)} events")
+    return differences
+
+
+def _outcome(report: CaseReport) -> object:
+    """What a stream came to: the message, usage and finish; for a fault, the message (what
+    streamed before it) and the finish — a stream that broke off carries no usage."""
+    outcome = assemble(report.stream)
+    if report.case.kind == "fault":
+        return outcome.message, outcome.finish
+    return outcome
+
+
+def _events(report: CaseReport, without_chunks: bool) -> list[SessionEvent]:
+    if not without_chunks:
+        return list(report.events)
+    return [e for e in report.events if not isinstance(e.data, AssistantChunk)]
 
 
 # -- pytest ----------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 A ``dsh_agent_turn_continuation`` implementation with limits on steps per turn and on tokens and
 cost per turn and per session. Prices are per model, per million tokens, with cache reads (and
-writes) priced separately. When a limit is reached the turn stops: a ``budget/exceeded`` event
-says which limit, and ``turn/end`` carries the reason.
+writes) priced separately: ``[budgets.prices.<model>]`` when configured, else the prices the
+model's adapter publishes (the DeepSeek adapter knows its models' peak and off-peak prices),
+each call priced at the hour it was logged. When a limit is reached the turn stops: a
+``budget/exceeded`` event says which limit, and ``turn/end`` carries the reason.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dsh.events import SessionEvent
 from dsh.harness import Harness
 from dsh.loop import LoopAgent
 from dsh.session import Session
-from dsh.tokens import Price
+from dsh.tokens import Price, PriceBook
 
 __all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
 
@@ -70,6 +72,7 @@ def _tokens(usage: TokenUsage) -> int:
 class BudgetsPlugin:
     def __init__(self) -> None:
         self.config = BudgetsConfig()
+        self.prices = PriceBook({})
         self._spend: dict[str, _Spend] = {}
 
     @hookimpl
@@ -83,6 +86,7 @@ class BudgetsPlugin:
     @hookimpl
     def dsh_harness_start(self, harness: Harness) -> None:
         self.config = harness.config.section("budgets", BudgetsConfig)
+        self.prices = PriceBook(self.config.prices, harness.llm.pricing)
 
     @hookimpl
     def dsh_session_created(self, session: Session) -> None:
@@ -105,15 +109,11 @@ class BudgetsPlugin:
             spend.steps += 1
         elif kind in ("assistant/message", "compaction/summary") and event.data.usage:
             usage: TokenUsage = event.data.usage
-            cost = self._cost(event.data.model, usage)
+            cost = self.prices.cost(event.data.model, usage, event.time) or 0.0
             spend.turn_tokens += _tokens(usage)
             spend.tokens += _tokens(usage)
             spend.turn_cost += cost
             spend.cost += cost
-
-    def _cost(self, model: str | None, usage: TokenUsage) -> float:
-        price = self.config.prices.get(model or "")
-        return price.cost(usage) if price is not None else 0.0
 
     @hookimpl
     def dsh_session_closed(self, session: Session) -> None:

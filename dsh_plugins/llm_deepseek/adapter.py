@@ -10,19 +10,26 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import structlog
 
+from dsh import keys
 from dsh.chunks import LlmFailure, StreamChunk
 from dsh.errors import LlmError
+from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent, SseParser
 from dsh_plugins.llm_deepseek.config import DeepSeekConfig
-from dsh_plugins.llm_deepseek.failures import http_failure, missing_key_failure
+from dsh_plugins.llm_deepseek.failures import (
+    QUOTE_CHARS,
+    http_failure,
+    missing_key_failure,
+    not_event_stream_failure,
+)
+from dsh_plugins.llm_deepseek.models import model_info, served_ids, wire_name
 from dsh_plugins.llm_deepseek.serialize import request_body, uses_strict_tools, wire_message
 from dsh_plugins.llm_deepseek.translate import ChunkTranslator
 
@@ -39,7 +46,7 @@ class DeepSeekAdapter:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         # Read once, here; never logged, never part of a request that reaches the session.
-        self._api_key = config.api_key or os.environ.get("DEEPSEEK_API_KEY") or None
+        self._api_key = config.api_key or keys.api_key("deepseek", "DEEPSEEK_API_KEY")
         self._session: aiohttp.ClientSession | None = None
         # Histories are re-sent unchanged at every step: serialise each message once.
         self._serialize = functools.lru_cache(maxsize=16_384)(wire_message)
@@ -48,8 +55,14 @@ class DeepSeekAdapter:
         return f"<DeepSeekAdapter {self.base_url}>"
 
     def model_ids(self) -> list[str]:
-        """Every id this adapter serves: each configured model bare and ``deepseek/``-prefixed."""
-        return [*self.config.models, *(f"{PROVIDER}/{model}" for model in self.config.models)]
+        """Every id this adapter serves: each configured model, and the retired names the API
+        still accepts for it, bare and ``deepseek/``-prefixed."""
+        return served_ids(self.config.models, PROVIDER)
+
+    def model_info(self, model_id: str) -> ModelInfo | None:
+        """Context window, output limit, image input, thinking default and prices of a model
+        of the DeepSeek table (``None`` for a model it does not list)."""
+        return model_info(model_id)
 
     def url_for(self, request: LlmRequest) -> str:
         base = f"{self.base_url}/beta" if uses_strict_tools(request) else self.base_url
@@ -57,12 +70,12 @@ class DeepSeekAdapter:
 
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
         """The chunks of one streamed completion."""
-        model = request.model.removeprefix(f"{PROVIDER}/")
+        model = wire_name(request.model.removeprefix(f"{PROVIDER}/"))
         response = await self._post(
             self.url_for(request), request_body(request, model, self._serialize)
         )
         translator = ChunkTranslator()
-        reader = _EventReader(response, self.config.idle_timeout_s)
+        reader = _EventReader(response, self.config)
         try:
             while not reader.parser.done:
                 for event in await reader.read():
@@ -106,11 +119,13 @@ class DeepSeekAdapter:
         try:
             async with asyncio.timeout(timeout_s):
                 response = await self._client().post(url, data=json.dumps(body), headers=headers)
-                if response.status >= 300:
-                    try:
-                        raise LlmError(await _error_of(response))
-                    finally:
-                        response.close()
+                try:
+                    failure = await _failure_of(response)
+                    if failure is not None:
+                        raise LlmError(failure)
+                except BaseException:
+                    response.close()
+                    raise
         except TimeoutError as exc:
             raise LlmError.of("TIMEOUT", f"no answer from {url} within {timeout_s} s") from exc
         except aiohttp.ClientError as exc:
@@ -120,12 +135,29 @@ class DeepSeekAdapter:
         return response
 
 
-async def _error_of(response: aiohttp.ClientResponse) -> LlmFailure:
+async def _failure_of(response: aiohttp.ClientResponse) -> LlmFailure | None:
+    """The failure an answer's status and type say (``None``: an event stream to read). An
+    HTTP 200 that is not ``text/event-stream`` (a JSON error, a non-streamed completion, an
+    HTML page, an empty body) is read, not mistaken for a stream that closed early."""
+    if response.status >= 300:
+        body = await _body_start(response)
+        return http_failure(response.status, response.reason or "", response.headers, body)
+    if response.content_type == "text/event-stream":
+        return None
+    content_type = response.headers.get("Content-Type", "")
+    return not_event_stream_failure(content_type, response.headers, await _body_start(response))
+
+
+async def _body_start(response: aiohttp.ClientResponse) -> bytes:
+    """The start of a body that is not a stream (enough for its message; a huge page is not
+    read whole)."""
+    limit, body = 64 * QUOTE_CHARS, b""
     try:
-        body = await response.read()
+        while len(body) < limit and (data := await response.content.read(limit - len(body))):
+            body += data
     except aiohttp.ClientError:
-        body = b""
-    return http_failure(response.status, response.reason or "", response.headers, body)
+        return b""  # a body that broke off says nothing reliable: the status speaks
+    return body
 
 
 def _json(event: SseEvent) -> Any:
@@ -138,15 +170,23 @@ def _json(event: SseEvent) -> Any:
 
 
 class _EventReader:
-    """Reads SSE events off a response with an idle deadline that only real events move:
-    keep-alive comments are traffic, not progress, so they never extend it."""
+    """Reads SSE events off a response with an idle deadline that only real events move once
+    data has started: keep-alive comments are traffic, not progress, so they never extend it.
 
-    def __init__(self, response: aiohttp.ClientResponse, idle_timeout_s: float) -> None:
-        self.parser = SseParser()
+    Before the first data event, comments do extend it (each by ``idle_timeout_s``), up to
+    ``first_data_timeout_s`` after the headers: that is a queued request waiting for inference,
+    not a stall. Silence is a stall either way."""
+
+    def __init__(self, response: aiohttp.ClientResponse, config: DeepSeekConfig) -> None:
+        self.parser = SseParser(max_event_bytes=config.max_event_bytes)
         self._content = response.content
-        self._idle_timeout_s = idle_timeout_s
+        self._idle_timeout_s = config.idle_timeout_s
+        self._first_data_timeout_s = max(config.first_data_timeout_s, config.idle_timeout_s)
         self._loop = asyncio.get_running_loop()
-        self._deadline = self._loop.time() + idle_timeout_s
+        now = self._loop.time()
+        self._deadline = now + config.idle_timeout_s
+        self._queue_deadline = now + self._first_data_timeout_s
+        self._started = False
 
     async def read(self) -> list[SseEvent]:
         """The events of the next network read (possibly none)."""
@@ -154,16 +194,27 @@ class _EventReader:
             async with asyncio.timeout_at(self._deadline):
                 data = await self._content.readany()
         except TimeoutError as exc:
-            raise LlmError.of(
-                "TIMEOUT", f"the stream made no progress for {self._idle_timeout_s} s"
-            ) from exc
+            raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
         except aiohttp.ClientError as exc:
             raise LlmError.of(
                 "STREAM_CLOSED", f"the connection broke before [DONE]: {type(exc).__name__}: {exc}"
             ) from exc
         if not data:
             raise LlmError.of("STREAM_CLOSED", "the stream ended without [DONE]")
+        comments = self.parser.comments
         events = self.parser.feed(data)
-        if events:
-            self._deadline = self._loop.time() + self._idle_timeout_s
+        now = self._loop.time()
+        if events or self.parser.done:
+            self._started = True
+            self._deadline = now + self._idle_timeout_s
+        elif not self._started and self.parser.comments > comments:
+            self._deadline = min(now + self._idle_timeout_s, self._queue_deadline)
         return events
+
+    def _timeout_message(self) -> str:
+        if self._started or self._deadline < self._queue_deadline:
+            return f"the stream made no progress for {self._idle_timeout_s} s"
+        return (
+            f"no data within {self._first_data_timeout_s} s: the request stayed queued "
+            "(only keep-alive comments); raise first_data_timeout_s to wait longer"
+        )

@@ -7,18 +7,26 @@ from attrs import field, frozen
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "DeepSeekConfig"]
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
-DEFAULT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
+DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
 @frozen
 class DeepSeekConfig:
     """Where and how the DeepSeek adapter connects.
 
-    ``api_key`` defaults to the ``DEEPSEEK_API_KEY`` environment variable, read when the adapter
-    is built. ``idle_timeout_s`` bounds the wait for response headers and the silence between
-    two SSE events; keep-alive comments do not count as progress. ``max_connections`` bounds
-    the open connections of one harness (0: no bound; aiohttp's default of 100 would queue
-    the requests of the 101st concurrent agent behind the others).
+    ``models``: the models served; a current name also brings the retired names the API still
+    accepts for it (``deepseek-v4-flash`` for ``deepseek-flash``, sent as the current name).
+
+    ``api_key`` defaults to the ``DEEPSEEK_API_KEY`` environment variable, else the key stored
+    with ``dsh keys set deepseek``, read when the adapter is built. ``idle_timeout_s`` bounds
+    the wait for response headers and the silence between two SSE events; keep-alive comments do
+    not count as progress once data has started. ``first_data_timeout_s`` bounds the wait for
+    the first data event while the server keeps the request open with ``: keep-alive`` comments
+    (DeepSeek queues a request under load for up to 10 minutes before inference starts; that
+    wait is not a stall). ``max_event_bytes`` bounds one SSE event (a stream past it fails
+    ``MALFORMED_RESPONSE``). ``max_connections`` bounds the open connections of one harness (0:
+    no bound; aiohttp's default of 100 would queue the requests of the 101st concurrent agent
+    behind the others).
     """
 
     base_url: str = DEFAULT_BASE_URL
@@ -26,4 +34,6 @@ class DeepSeekConfig:
     api_key: str | None = field(default=None, repr=False)
     connect_timeout_s: float = 10.0
     idle_timeout_s: float = 120.0
+    first_data_timeout_s: float = 600.0
+    max_event_bytes: int = 4 * 1024 * 1024
     max_connections: int = 0

@@ -2,8 +2,10 @@
 
 The rules the API enforces (and the reasons) are in ``docs/plugins/llm_deepseek.md``: assistant
 ``content`` is always a string; ``reasoning_content`` goes back verbatim on every assistant turn
-that carried reasoning; tool results become ``tool`` messages answering their call by id;
-``thinking`` is sent explicitly whenever the request sets it; ``tool_choice`` is never forced.
+that carried reasoning, and (unless thinking is off) as ``""`` on a tool-calling turn that carried
+none; tool results become ``tool`` messages answering their call by id; ``thinking`` is sent
+explicitly whenever the request sets it; ``tool_choice`` is never forced; strict tools are sent
+with their schemas closed (:mod:`~dsh_plugins.llm_deepseek.strict`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from typing import Any
 
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
+from dsh_plugins.llm_deepseek.strict import close_schema
 
 __all__ = ["EMPTY_TOOL_OUTPUT", "request_body", "uses_strict_tools", "wire_message"]
 
 EMPTY_TOOL_OUTPUT = "(no output)"
 WireMessage = dict[str, Any]
-Serializer = Callable[[Message], Sequence[WireMessage]]
+Serializer = Callable[[Message, bool], Sequence[WireMessage]]
 
 
 def uses_strict_tools(request: LlmRequest) -> bool:
@@ -53,6 +56,9 @@ def request_body(
         body["max_tokens"] = request.max_tokens
     if request.stop:
         body["stop"] = list(request.stop)
+    if request.response_format is not None:
+        # JSON output mode; the API also wants the word "json" in the prompt (the caller's).
+        body["response_format"] = {"type": request.response_format}
     return body
 
 
@@ -61,44 +67,54 @@ def wire_messages(request: LlmRequest, serialize: Serializer) -> list[WireMessag
     out: list[WireMessage] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
+    passback = passes_reasoning_back(request)
     for message in request.messages:
-        out.extend(serialize(message))
+        out.extend(serialize(message, passback))
     return out
+
+
+def passes_reasoning_back(request: LlmRequest) -> bool:
+    """Whether every tool-calling assistant turn must carry ``reasoning_content``: in thinking
+    mode, which is on unless the request turns it off (``None`` leaves the server default, on).
+    Omitting it is a 400 that stays in the history and fails every later request."""
+    return request.thinking is not False
 
 
 def _tool(schema: ToolSchema, strict: bool) -> WireMessage:
     function: dict[str, Any] = {
         "name": schema.name,
         "description": schema.description,
-        "parameters": schema.parameters,
+        "parameters": close_schema(schema.parameters) if strict else schema.parameters,
     }
     if strict:
         function["strict"] = True
     return {"type": "function", "function": function}
 
 
-def wire_message(message: Message) -> tuple[WireMessage, ...]:
-    """The wire messages of one dsh message; they depend on nothing else, so callers may
-    memoise them (treat them as read-only)."""
-    return tuple(_message(message))
+def wire_message(message: Message, passback: bool = True) -> tuple[WireMessage, ...]:
+    """The wire messages of one dsh message; they depend on nothing else (``passback``: see
+    :func:`passes_reasoning_back`), so callers may memoise them (treat them as read-only)."""
+    return tuple(_message(message, passback))
 
 
-def _message(message: Message) -> list[WireMessage]:
+def _message(message: Message, passback: bool) -> list[WireMessage]:
     if message.role == "assistant":
-        return [_assistant(message.content)]
+        return [_assistant(message.content, passback)]
     if message.role == "system":
         return [{"role": "system", "content": _joined_text(message.content)}]
     return _user(message.content)
 
 
-def _assistant(blocks: tuple[Block, ...]) -> WireMessage:
+def _assistant(blocks: tuple[Block, ...], passback: bool) -> WireMessage:
     # content must be a string: null without tool_calls is a 400 ("content or tool_calls must
     # be set"), and an array is a deserialization error.
     wire: WireMessage = {"role": "assistant", "content": _joined_text(blocks, "")}
     reasoning = [block.text for block in blocks if isinstance(block, Reasoning)]
-    if reasoning:
-        wire["reasoning_content"] = "".join(reasoning)
     calls = [block for block in blocks if isinstance(block, ToolCall)]
+    # A tool-calling turn whose thinking streamed only the opening "" kept no Reasoning block;
+    # in thinking mode it still needs the field, as "" (also for turns made with thinking off).
+    if reasoning or (calls and passback):
+        wire["reasoning_content"] = "".join(reasoning)
     if calls:
         wire["tool_calls"] = [
             {

@@ -69,10 +69,18 @@ def usage_from_wire(usage: dict[str, Any]) -> TokenUsage:
     )
 
 
+# Reasons that are not success → (code, what it means). ``insufficient_system_resource`` is the
+# in-stream form of a 503, so it is SERVER (the retry plugin retries it).
+_FAILED_FINISHES = {
+    "insufficient_system_resource": ("SERVER", "DeepSeek ran out of inference resources"),
+    "content_filter": ("CONTENT_FILTER", "the content filter stopped the answer"),
+}
+
+
 def finish_reason(reason: str, has_content: bool) -> FinishReason:
-    """Map a wire ``finish_reason``. A ``stop`` without any block is ``EMPTY_RESPONSE``; a reason
-    that is not success (``content_filter``, ``insufficient_system_resource``...) is an error whose
-    code is the reason upper-cased."""
+    """Map a wire ``finish_reason``. A ``stop`` without any block is ``EMPTY_RESPONSE``;
+    ``insufficient_system_resource`` is ``SERVER``, ``content_filter`` is ``CONTENT_FILTER`` and
+    any other reason ``UNKNOWN_FINISH``; the message keeps the raw reason."""
     if reason == "stop":
         if has_content:
             return FinishStop()
@@ -80,7 +88,8 @@ def finish_reason(reason: str, has_content: bool) -> FinishReason:
     simple = _SIMPLE_FINISHES.get(reason)
     if simple is not None:
         return simple
-    return FinishError(LlmFailure(f"the model stopped: {reason}", reason.upper()))
+    code, meaning = _FAILED_FINISHES.get(reason, ("UNKNOWN_FINISH", "a reason dsh does not know"))
+    return FinishError(LlmFailure(f"the model stopped: {reason} ({meaning})", code))
 
 
 def _text(value: Any) -> str:

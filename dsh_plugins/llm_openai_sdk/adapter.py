@@ -1,7 +1,8 @@
 """The SDK adapter: DeepSeek's chat completions through the official ``openai`` SDK.
 
 The independent twin of ``llm_deepseek``: the same endpoint, models and StreamChunks, built on
-the SDK's parsed chunks instead of a hand-rolled parser. One call is one provider attempt (the
+the SDK's stream helper (its typed events over an accumulated snapshot) instead of a
+hand-rolled parser and fold. One call is one provider attempt (the
 client never retries). It takes the *in-band* error path: a failed call — an HTTP error, a
 timeout, a broken or malformed stream, a missing SDK or key — ends the stream with
 ``finish{error}`` carrying the full :class:`LlmFailure`, and never raises.
@@ -15,17 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import os
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
 import structlog
 
+from dsh import keys
 from dsh.chunks import Finish, FinishAborted, FinishError, LlmFailure, StreamChunk
+from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
+from dsh_plugins.llm_deepseek.models import model_info, served_ids, wire_name
 from dsh_plugins.llm_openai_sdk.config import OpenAISdkConfig
-from dsh_plugins.llm_openai_sdk.serialize import create_arguments, is_strict
+from dsh_plugins.llm_openai_sdk.params import create_params, uses_beta
 
 if TYPE_CHECKING:
     from dsh_plugins.llm_openai_sdk.sdk import DeepSeekOpenAI
@@ -63,9 +66,9 @@ def _sdk_missing(model: str) -> LlmFailure | None:
 
 def _missing_key() -> LlmFailure:
     return LlmFailure(
-        "no DeepSeek API key: set the DEEPSEEK_API_KEY environment variable (or api_key in the "
-        "[llm_openai_sdk] config section), or run `dsh demo` to try dsh offline against the "
-        "bundled mock server",
+        "no DeepSeek API key: set the DEEPSEEK_API_KEY environment variable, store one with "
+        "`dsh keys set deepseek` (or set api_key in the [llm_openai_sdk] config section), or run "
+        "`dsh demo` to try dsh offline against the bundled mock server",
         "AUTH",
     )
 
@@ -78,7 +81,7 @@ class OpenAISdkAdapter:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         # Read once, here; never logged, never part of a request that reaches the session.
-        self._api_key = config.api_key or os.environ.get("DEEPSEEK_API_KEY") or None
+        self._api_key = config.api_key or keys.api_key("deepseek", "DEEPSEEK_API_KEY")
         self._client: DeepSeekOpenAI | None = None
         self._beta: DeepSeekOpenAI | None = None
 
@@ -86,12 +89,27 @@ class OpenAISdkAdapter:
         return f"<OpenAISdkAdapter {self.base_url}>"
 
     def model_ids(self) -> list[str]:
-        """Every id this adapter serves: each configured model, ``deepseek-sdk/``-prefixed."""
-        return [f"{PROVIDER}/{model}" for model in self.config.models]
+        """Every id this adapter serves: each configured model, and the retired names the API
+        still accepts for it (DeepSeek's model table), ``deepseek-sdk/``-prefixed."""
+        prefix = f"{PROVIDER}/"
+        return [
+            name for name in served_ids(self.config.models, PROVIDER) if name.startswith(prefix)
+        ]
+
+    def model_info(self, model_id: str) -> ModelInfo | None:
+        """Context window, output limit, image input, thinking default and prices of a model
+        of DeepSeek's table (``None`` for a model it does not list)."""
+        return model_info(model_id)
+
+    def unavailable(self, model: str) -> str | None:
+        """Why ``model`` cannot be used in this environment (the SDK is not installed), else
+        ``None``: ``dsh chat``'s ``/model`` does not offer such a model."""
+        failure = _sdk_missing(model)
+        return None if failure is None else failure.message
 
     def url_for(self, request: LlmRequest) -> str:
         """The base URL a request goes to: strict tools are a beta feature."""
-        return f"{self.base_url}/beta" if is_strict(request) else self.base_url
+        return f"{self.base_url}/beta" if uses_beta(request) else self.base_url
 
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
         """The chunks of one streamed completion; a failure is the last chunk,
@@ -102,16 +120,16 @@ class OpenAISdkAdapter:
             yield Finish(FinishError(failure or _missing_key()))
             return
         from dsh_plugins.llm_openai_sdk.completion import stream_completion
+        from dsh_plugins.llm_openai_sdk.deadline import Deadline
 
         base_url = self.url_for(request)
-        arguments = create_arguments(request, request.model.removeprefix(f"{PROVIDER}/"))
-        log.debug("deepseek-sdk request", url=base_url, model=arguments["model"])
+        params = create_params(request, wire_name(request.model.removeprefix(f"{PROVIDER}/")))
+        log.debug("deepseek-sdk request", url=base_url, model=params["model"])
         client = self._client_for(base_url, key)
         url = f"{base_url}/chat/completions"
+        deadline = Deadline(self.config.idle_timeout_s, self.config.first_data_timeout_s)
         try:
-            async with aclosing(
-                stream_completion(client, arguments, url, self.config.idle_timeout_s)
-            ) as chunks:
+            async with aclosing(stream_completion(client, params, url, deadline)) as chunks:
                 async for chunk in chunks:
                     yield chunk
         except asyncio.CancelledError:

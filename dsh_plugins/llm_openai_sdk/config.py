@@ -8,16 +8,23 @@ from attrs import field, frozen
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "OpenAISdkConfig"]
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
-DEFAULT_MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
+DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
 @frozen
 class OpenAISdkConfig:
     """Where and how the SDK adapter connects.
 
+    ``models``: the models served; a current name also brings the retired names the API still
+    accepts for it (``deepseek-v4-flash`` for ``deepseek-flash``, sent as the current name).
+
     ``api_key`` defaults to the ``DEEPSEEK_API_KEY`` environment variable (never to
-    ``OPENAI_API_KEY``), read when the adapter is built. ``idle_timeout_s`` bounds the wait for
-    the response headers and for the next chunk; keep-alive comments do not count as progress.
+    ``OPENAI_API_KEY``), else the key stored with ``dsh keys set deepseek``, read when the
+    adapter is built. ``idle_timeout_s`` bounds the wait for
+    the response headers and for the next chunk; once data has started, keep-alive comments do
+    not count as progress. ``first_data_timeout_s`` bounds the wait for the first data event
+    while the server holds the request open with ``: keep-alive`` comments (DeepSeek queues a
+    request under load for up to 10 minutes before inference starts: a queue, not a stall).
     ``connect_timeout_s`` bounds the TCP/TLS connect.
     """
 
@@ -26,3 +33,4 @@ class OpenAISdkConfig:
     api_key: str | None = field(default=None, repr=False)
     connect_timeout_s: float = 10.0
     idle_timeout_s: float = 120.0
+    first_data_timeout_s: float = 600.0

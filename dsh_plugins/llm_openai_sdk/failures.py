@@ -16,9 +16,18 @@ import openai
 
 from dsh.chunks import LlmFailure
 from dsh.errors import LlmError
-from dsh_plugins.llm_openai_sdk.sdk import MissingDone
+from dsh_plugins.llm_openai_sdk.framing import MissingDone
 
-__all__ = ["request_failure", "retry_after_s", "status_failure", "stream_failure"]
+__all__ = [
+    "QUOTE_CHARS",
+    "broke_off",
+    "request_failure",
+    "request_id_of",
+    "retry_after_s",
+    "status_failure",
+    "stream_failure",
+    "unstreamed_failure",
+]
 
 _CONTEXT_OVERFLOW = re.compile(r"context (length|window)|maximum context", re.IGNORECASE)
 # The SDK already sorts statuses into exception classes; the canonical code follows the class.
@@ -32,12 +41,36 @@ _CODE_OF_ERROR: tuple[tuple[type[openai.APIStatusError], str], ...] = (
 )
 # Statuses DeepSeek documents that the SDK has no class for.
 _CODE_OF_STATUS = {402: "INSUFFICIENT_BALANCE", 413: "INVALID_REQUEST"}
+# An error object sent with HTTP 200 has no status to go by: the words of its ``type`` (else its
+# ``code``) say which failure it is; the first word found wins, SERVER when none is.
+_CODE_OF_WORD = {
+    "auth": "AUTH",
+    "permission": "AUTH",
+    "balance": "INSUFFICIENT_BALANCE",
+    "quota": "INSUFFICIENT_BALANCE",
+    "rate_limit": "RATE_LIMIT",
+    "server": "SERVER",
+    "unavailable": "SERVER",
+    "invalid_request": "INVALID_REQUEST",
+}
 _HINTS = {
     "AUTH": " (check DEEPSEEK_API_KEY or api_key in the [llm_openai_sdk] config section)",
     "INSUFFICIENT_BALANCE": " (top up the account at https://platform.deepseek.com)",
 }
-_REQUEST_ID_HEADERS = ("x-request-id", "x-deepseek-request-id", "request-id")
+# DeepSeek names its requests with x-ds-trace-id; the others are what gateways send.
+_REQUEST_ID_HEADERS = ("x-ds-trace-id", "x-request-id", "x-deepseek-request-id", "request-id")
 _HTTP_STACK = frozenset({"httpx", "httpx2", "httpcore", "h11", "h2", "anyio"})
+# What the stream helper raises on a chunk it cannot accumulate (after the decoder's reshaping,
+# only a payload of the wrong types gets that far).
+_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, AssertionError)
+#: How much of a body that is not an event stream a failure quotes.
+QUOTE_CHARS = 200
+
+
+def request_id_of(headers: Mapping[str, str]) -> str | None:
+    """The id the server gave the request, for a support ticket: ``x-ds-trace-id``, else a
+    gateway's request id."""
+    return next((headers[name] for name in _REQUEST_ID_HEADERS if name in headers), None)
 
 
 def retry_after_s(header: str | None, now: float | None = None) -> float | None:
@@ -86,8 +119,48 @@ def status_failure(error: openai.APIStatusError) -> LlmFailure:
         code=code,
         status=error.status_code,
         retry_after_s=retry_after_s(headers.get("retry-after")),
-        request_id=next((headers[name] for name in _REQUEST_ID_HEADERS if name in headers), None),
+        request_id=request_id_of(headers),
     )
+
+
+def _error_object(text: str) -> Mapping[str, object] | None:
+    """The ``error`` of a JSON body ``{"error": ...}`` (a string becomes its message)."""
+    try:
+        error = json.loads(text)["error"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not error:
+        return None
+    return error if isinstance(error, Mapping) else {"message": str(error)}
+
+
+def _code_of_error_object(details: Mapping[str, object]) -> str:
+    said = (str(details.get(key)).lower() for key in ("type", "code"))
+    code = next(
+        (code for text in said for word, code in _CODE_OF_WORD.items() if word in text), "SERVER"
+    )
+    if code == "INVALID_REQUEST" and _CONTEXT_OVERFLOW.search(str(details.get("message"))):
+        return "CONTEXT_WINDOW_EXCEEDED"
+    return code
+
+
+def unstreamed_failure(content_type: str, headers: Mapping[str, str], body: bytes) -> LlmFailure:
+    """The failure of an HTTP 200 that is not an event stream. A JSON ``error`` object keeps
+    its message, with the code its type says; any other body (a non-streamed completion, an
+    HTML page, nothing) is ``MALFORMED_RESPONSE`` quoting its start."""
+    text = body.decode("utf-8", "replace").strip()
+    details = _error_object(text)
+    if details is not None:
+        message = f"DeepSeek answered HTTP 200: {details.get('message')}"
+        code = _code_of_error_object(details)
+    else:
+        start = text[:QUOTE_CHARS] or "(an empty body)"
+        message = (
+            f"DeepSeek answered HTTP 200 without an event stream: {content_type or 'no type'} "
+            f"body {start}"
+        )
+        code = "MALFORMED_RESPONSE"
+    return LlmFailure(message, code, status=200, request_id=request_id_of(headers))
 
 
 def _cause(error: BaseException) -> str:
@@ -111,6 +184,11 @@ def _timed_out(error: BaseException) -> bool:
 
 def _connection_failed(error: BaseException) -> bool:
     return isinstance(error, openai.APIConnectionError) or _from_http_stack(error)
+
+
+def broke_off(error: BaseException) -> bool:
+    """Whether ``error`` is the connection failing or timing out (whichever layer raised it)."""
+    return _timed_out(error) or _connection_failed(error)
 
 
 def request_failure(error: Exception, url: str, timeout_s: float) -> LlmFailure | None:
@@ -145,12 +223,12 @@ def stream_failure(error: Exception, idle_timeout_s: float) -> LlmFailure | None
         return LlmFailure(f"the connection broke before [DONE]: {_cause(error)}", "STREAM_CLOSED")
     if isinstance(error, MissingDone):
         return LlmFailure("the stream ended without [DONE]", "STREAM_CLOSED")
-    if isinstance(error, UnicodeDecodeError):
-        return LlmFailure(f"DeepSeek sent bytes that are not UTF-8: {error}", "MALFORMED_RESPONSE")
     if isinstance(error, json.JSONDecodeError):
         return LlmFailure(
             f"DeepSeek sent an event that is not JSON: {error.doc:.200}", "MALFORMED_RESPONSE"
         )
     if isinstance(error, openai.APIError):
         return _error_event(error)
+    if isinstance(error, _SHAPE_ERRORS):
+        return LlmFailure(f"unexpected chunk from DeepSeek: {error}", "MALFORMED_RESPONSE")
     return None

@@ -3,47 +3,31 @@ the SDK is an optional extra.
 
 Two things differ from a stock ``AsyncOpenAI``:
 
-* DeepSeek ends every complete stream with ``data: [DONE]``; a body that ends without it was cut
-  off (``deepseek-wire.md`` §4.6), but the SDK ends such a stream as if it were complete. The
-  client wraps the SDK's event decoder, through the SDK's own ``_make_sse_decoder`` hook, so
-  that such a stream raises :class:`MissingDone` instead.
+* Its streamed bodies are decoded by :class:`~.framing.EventDecoder`, through the SDK's own
+  ``_make_sse_decoder`` hook: proxy framing (``id:``/``event:``/``retry:`` fields, whitespace
+  around ``[DONE]``, invalid UTF-8), chunk shapes the stream helper cannot accumulate, the
+  ``[DONE]`` every complete DeepSeek stream ends with, and the wire progress the call's deadline
+  follows (:mod:`.deadline`).
 * It never sends OpenAI account headers (``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID``) to DeepSeek.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import openai
 
-__all__ = ["DeepSeekOpenAI", "MissingDone", "make_client"]
+from dsh_plugins.llm_openai_sdk.deadline import CURRENT
+from dsh_plugins.llm_openai_sdk.framing import EventDecoder
 
-
-class MissingDone(Exception):
-    """The response body ended before ``data: [DONE]``."""
-
-
-class _DoneRequired:
-    """The SDK's event decoder, plus one check: the byte stream must reach ``[DONE]``."""
-
-    def __init__(self, decoder: Any) -> None:
-        self._decoder = decoder
-
-    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[Any]:
-        done = False
-        async for event in self._decoder.aiter_bytes(iterator):
-            done = done or event.data.startswith("[DONE]")
-            yield event
-        if not done:
-            raise MissingDone
+__all__ = ["DeepSeekOpenAI", "make_client"]
 
 
 class DeepSeekOpenAI(openai.AsyncOpenAI):
     """``AsyncOpenAI`` for DeepSeek's endpoint (see the module docstring)."""
 
-    def _make_sse_decoder(self) -> Any:
-        return _DoneRequired(super()._make_sse_decoder())
+    def _make_sse_decoder(self) -> EventDecoder:  # type: ignore[override]
+        # The SDK makes the decoder as it wraps the response, inside the adapter's call: the
+        # call's deadline is the context's.
+        return EventDecoder(CURRENT.get())
 
     @property
     def default_headers(self) -> dict[str, str | openai.Omit]:

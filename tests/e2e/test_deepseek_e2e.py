@@ -1,10 +1,12 @@
 """Real-API tests of the DeepSeek adapter. Skipped without ``DEEPSEEK_API_KEY``; run with
-``pytest -m e2e tests/e2e``. The matrix: both V4 models, thinking off and on, effort high and
-max."""
+``pytest -m e2e tests/e2e``. The matrix: today's models (``deepseek-flash``,
+``deepseek-v4-pro``), thinking off and on, effort high and max."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -27,7 +29,7 @@ pytestmark = [
 SECRET = "4217"
 MATRIX = [
     pytest.param(model, thinking, effort, id=f"{model}-thinking_{thinking}-{effort}")
-    for model in ("deepseek-v4-flash", "deepseek-v4-pro")
+    for model in ("deepseek-flash", "deepseek-v4-pro")
     for thinking in (False, True)
     for effort in ("high", "max")
 ]
@@ -122,3 +124,28 @@ async def test_multi_turn_with_reasoning_passed_back(
     assert str(int(SECRET) + 1) in text_of(messages[-1].content)
     texts = [b for m in messages for b in m.content if isinstance(b, Text)]
     assert texts
+
+
+@pytest.mark.parametrize("model", ["deepseek-flash", "deepseek-v4-pro"])
+async def test_json_output_mode(model: str) -> None:
+    async with Harness(load_entrypoints=False, plugins=[DeepSeekPlugin, RetryPlugin]) as harness:
+        options = AgentOptions(
+            model=model,
+            system_prompt='Answer as a JSON object like {"capital": "..."}.',
+            response_format="json_object",
+        )
+        agent = harness.agent_loop.create("e2e-json", options)
+        messages = await turn(agent, "What is the capital of France?")
+        answer = json.loads(text_of(messages[-1].content))
+        assert isinstance(answer, dict) and "Paris" in json.dumps(answer)
+
+
+async def test_the_legacy_flash_name_still_answers_and_is_priced() -> None:
+    async with Harness(load_entrypoints=False, plugins=[DeepSeekPlugin, RetryPlugin]) as harness:
+        agent = harness.agent_loop.create("e2e-legacy", AgentOptions(model="deepseek-v4-flash"))
+        messages = await turn(agent, "Reply with the single word: pong.")
+        assert "pong" in text_of(messages[-1].content).lower()
+        usage = messages[-1].usage
+        pricing = harness.llm.pricing("deepseek-v4-flash")
+        assert usage is not None and pricing is not None
+        assert pricing.price_at(time.time()).cost(usage) > 0

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.content import Text, ToolCall, text_of
+from dsh.chunks import TextDelta
+from dsh.content import Message, Text, ToolCall, text_of
 from dsh.events import AssistantMessage
 from dsh.loop import LoopAgent
 from dsh.request import ReasoningEffort
@@ -107,7 +108,7 @@ async def test_both_adapters_give_messages_of_the_same_shape() -> None:
     plugins = [DeepSeekPlugin(), OpenAISdkPlugin(), RetryPlugin(), SecretNumber()]
     runs = []
     async with Harness(load_entrypoints=False, plugins=plugins) as harness:
-        for model in ("deepseek-v4-flash", "deepseek-sdk/deepseek-v4-flash"):
+        for model in ("deepseek-flash", "deepseek-sdk/deepseek-flash"):
             options = AgentOptions(model=model, thinking=True, reasoning_effort="high")
             agent = harness.agent_loop.create(model.replace("/", "-"), options)
             messages = await turn(agent, "Call get_secret_number, then tell me the number.")
@@ -115,3 +116,26 @@ async def test_both_adapters_give_messages_of_the_same_shape() -> None:
             runs.append(shape(messages))
     assert runs[0] == runs[1]
     assert runs[0][0][1] == ("get_secret_number",)
+
+
+async def test_json_output_mode_answers_one_json_object() -> None:
+    """JSON output mode through the SDK's typed ``response_format``."""
+    import json
+
+    from dsh.request import LlmRequest
+    from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig
+
+    adapter = OpenAISdkAdapter(OpenAISdkConfig())
+    prompt = 'Answer in json: {"capital": <the capital of France>}.'
+    request = LlmRequest(
+        "deepseek-sdk/deepseek-flash",
+        (Message("user", (Text(prompt),)),),
+        response_format="json_object",
+        thinking=False,
+    )
+    try:
+        chunks = [chunk async for chunk in adapter.stream(request)]
+    finally:
+        await adapter.aclose()
+    text = "".join(chunk.text for chunk in chunks if isinstance(chunk, TextDelta))
+    assert "paris" in str(json.loads(text).get("capital")).lower()

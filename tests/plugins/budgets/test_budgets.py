@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from dsh import AgentOptions, Continuation, Harness, Tool
 from dsh.chunks import TokenUsage
-from dsh.events import TurnCompleted
+from dsh.events import AssistantMessage, SessionEvent, TurnCompleted, TurnStart
 from dsh.request import ToolSchema
+from dsh.session import Session
 from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_call_response
 from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin, Price
+from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from tests.helpers import of_type
 
 
@@ -125,4 +130,34 @@ async def test_a_closed_session_is_forgotten() -> None:
     agent = await run(h, [text_response("done")])
     await agent.dispose()
     assert plugin.spent(agent.session.id) is None
+    await h.close()
+
+
+# -- DeepSeek's prices out of the box -----------------------------------------------------------
+
+
+def billed(seq: int, when: float, model: str) -> SessionEvent:
+    usage = TokenUsage(1_000_000, 1_000_000, cache_read_tokens=1_000_000)
+    return SessionEvent("assistant/message", seq, when, AssistantMessage(1, seq, (), usage, model))
+
+
+async def test_deepseek_models_cost_what_the_hour_of_each_call_costs() -> None:
+    peak = datetime(2026, 11, 30, 2, tzinfo=UTC).timestamp()  # Monday 10:00 in Beijing
+    night = datetime(2026, 11, 30, 14, tzinfo=UTC).timestamp()  # Monday 22:00 in Beijing
+    h, plugin = await make({}, DeepSeekPlugin())
+    seed = [
+        SessionEvent("turn/start", 0, peak, TurnStart(1)),
+        billed(1, peak, "deepseek-flash"),  # 0.006 + 0.30 + 1.20
+        billed(2, night, "deepseek/deepseek-v4-flash"),  # half
+        billed(3, night, "unpriced"),
+    ]
+    plugin.dsh_session_created(Session("s", seed))
+    spent = plugin.spent("s")
+    assert spent is not None and spent.cost == pytest.approx(1.506 + 0.753)
+    await h.close()
+    # A configured price wins over the built-in one.
+    h, plugin = await make({"prices": {"deepseek-flash": {"input": 0.0, "output": 1.0}}})
+    plugin.dsh_session_created(Session("s", seed))
+    spent = plugin.spent("s")
+    assert spent is not None and spent.cost == pytest.approx(1.0)
     await h.close()

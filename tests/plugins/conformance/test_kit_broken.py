@@ -42,7 +42,7 @@ from dsh.testing.conformance import (
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig, OpenAISdkPlugin
 
-MODEL = "deepseek-sdk/deepseek-v4-flash"
+MODEL = "deepseek-sdk/deepseek-flash"
 Rewrite = Callable[[list[StreamChunk]], Sequence[StreamChunk]]
 
 
@@ -158,9 +158,7 @@ class WrongCode(Wrapped):
 
 
 async def test_a_raised_error_with_the_wrong_code_fails() -> None:
-    target = adapter_target(
-        "deepseek-v4-flash", lambda endpoint: WrongCode(raising_adapter(endpoint))
-    )
+    target = adapter_target("deepseek-flash", lambda endpoint: WrongCode(raising_adapter(endpoint)))
     problems = await problems_of(target, "rate-limit")
     assert problems == ["stream: failure code 'SERVER', expected 'RATE_LIMIT'"]
 
@@ -366,7 +364,7 @@ async def test_the_log_must_replay() -> None:
     target = AdapterTarget(
         MODEL,
         lambda endpoint: [OpenAISdkPlugin(), RewritesMessages()],
-        lambda endpoint: {"llm_openai_sdk": endpoint.section()},
+        lambda endpoint: {"llm_openai_sdk": endpoint.section(models=["deepseek-flash"])},
     )
     problems = await problems_of(target, "text-v4")
     assert has(problems, "agent: replay: seq", "agent: the first assistant/message is")
@@ -388,7 +386,7 @@ async def test_a_turn_that_never_ends_fails(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 SDK_TARGET = adapter_target(MODEL, sdk_adapter)
-RAISING_TARGET = adapter_target("deepseek-v4-flash", raising_adapter)
+RAISING_TARGET = adapter_target("deepseek-flash", raising_adapter)
 
 
 async def test_reports_that_differ_say_where() -> None:

@@ -14,6 +14,7 @@ from dsh.request import LlmRequest
 from dsh.sse import SseParser
 from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter, DeepSeekConfig
 from dsh_plugins.mock_server import MockServer, Scenario
+from dsh_plugins.mock_server.wire import frame_bytes
 
 HELLO = LlmRequest("deepseek-v4-flash", (Message("user", (Text("hi"),)),))
 
@@ -23,7 +24,7 @@ def translate(scenario: Scenario) -> list[StreamChunk]:
     parser, translator = SseParser(), ChunkTranslator()
     out: list[StreamChunk] = []
     for frame in scenario.frames:
-        for event in parser.feed(frame.encode()):
+        for event in parser.feed(frame_bytes(frame)):
             out += translator.feed(json.loads(event.data))
     assert parser.done
     return out + translator.done()

@@ -203,7 +203,7 @@ async def test_edge_12_tool_calls_cut_by_length_are_never_run(
     ("name", "code"),
     [
         ("content-filter", "CONTENT_FILTER"),
-        ("insufficient-resource", "INSUFFICIENT_SYSTEM_RESOURCE"),
+        ("insufficient-resource", "SERVER"),
     ],
 )
 def test_edge_13_content_filter_and_insufficient_resource_are_errors(name: str, code: str) -> None:

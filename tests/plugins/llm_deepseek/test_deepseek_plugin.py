@@ -8,14 +8,19 @@ from dsh import ConfigError, Harness
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig, DeepSeekPlugin
 
 
-async def test_defaults_serve_both_v4_models_bare_and_prefixed() -> None:
+async def test_defaults_serve_today_s_models_and_flash_s_legacy_names() -> None:
     async with Harness(load_entrypoints=False, plugins=[DeepSeekPlugin]) as harness:
         config = harness.config.section("llm_deepseek", DeepSeekConfig)
         assert config.base_url == "https://api.deepseek.com"
+        assert config.models == ("deepseek-flash", "deepseek-v4-pro")
         assert harness.llm.models() == [
+            "deepseek-flash",
             "deepseek-v4-flash",
+            "deepseek-v4-flash-vision-exp",
             "deepseek-v4-pro",
+            "deepseek/deepseek-flash",
             "deepseek/deepseek-v4-flash",
+            "deepseek/deepseek-v4-flash-vision-exp",
             "deepseek/deepseek-v4-pro",
         ]
 
@@ -27,7 +32,14 @@ async def test_configured_models_and_base_url_are_used() -> None:
         assert isinstance(adapter, DeepSeekAdapter)
         assert adapter.base_url == "http://127.0.0.1:9"
         assert repr(adapter) == "<DeepSeekAdapter http://127.0.0.1:9>"
-        assert h.llm.models() == ["deepseek-flash", "deepseek/deepseek-flash"]
+        assert h.llm.models() == [
+            "deepseek-flash",
+            "deepseek-v4-flash",
+            "deepseek-v4-flash-vision-exp",
+            "deepseek/deepseek-flash",
+            "deepseek/deepseek-v4-flash",
+            "deepseek/deepseek-v4-flash-vision-exp",
+        ]
 
 
 async def test_a_misspelt_option_fails_at_start() -> None:

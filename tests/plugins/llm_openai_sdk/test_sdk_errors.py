@@ -8,6 +8,7 @@ import json
 import socket
 import sys
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -154,22 +155,6 @@ async def test_an_error_body_that_breaks_off_is_a_transport_failure(
     assert "RemoteProtocolError" in failure.message
 
 
-async def test_bytes_that_are_not_utf8_are_malformed(raw_server: RawServer) -> None:
-    async def garbled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        body = b'data: {"choices": [], "x": "\xff"}\n\n'
-        head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-        writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        await writer.drain()
-        writer.close()
-
-    adapter = adapter_at(await raw_server(garbled))
-    failure = await failure_from(adapter)
-    await adapter.aclose()
-    assert failure.code == "MALFORMED_RESPONSE"
-    assert "not UTF-8" in failure.message
-
-
 @pytest.mark.parametrize(
     ("scenario", "code", "message"),
     [
@@ -245,6 +230,11 @@ async def test_without_the_sdk_the_call_says_how_to_install_it(
     assert "pip install 'dsh-harness[openai]'" in failure.message
     assert "llm_deepseek adapter instead (deepseek-v4-flash)" in failure.message
     assert mock_server.requests == []
+    assert adapter.unavailable(MODEL) == failure.message
+
+
+def test_with_the_sdk_every_model_is_available() -> None:
+    assert OpenAISdkAdapter(OpenAISdkConfig()).unavailable(MODEL) is None
 
 
 async def test_an_exception_that_is_not_a_failure_of_the_call_propagates(
@@ -336,6 +326,7 @@ class BuggyStream:
     """An SDK stream whose iteration hits a bug (not a failure of the call)."""
 
     closed = False
+    response = SimpleNamespace(headers={"content-type": "text/event-stream"})
 
     def __aiter__(self) -> BuggyStream:
         return self
@@ -348,9 +339,8 @@ class BuggyStream:
 
 
 async def test_a_bug_while_streaming_propagates_and_the_response_is_closed() -> None:
-    from types import SimpleNamespace
-
     from dsh_plugins.llm_openai_sdk.completion import stream_completion
+    from dsh_plugins.llm_openai_sdk.deadline import Deadline
 
     response = BuggyStream()
 
@@ -359,7 +349,7 @@ async def test_a_bug_while_streaming_propagates_and_the_response_is_closed() -> 
 
     client: Any = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
     with pytest.raises(RuntimeError, match="bug"):
-        async for _ in stream_completion(client, {}, "http://x", 1.0):
+        async for _ in stream_completion(client, {}, "http://x", Deadline(1.0, 1.0)):
             pass
     assert response.closed
 

@@ -12,15 +12,23 @@ from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig, OpenAISdkPlugin
 
 
-async def test_defaults_serve_both_v4_models_under_the_sdk_prefix() -> None:
+async def test_defaults_serve_today_s_models_and_their_aliases_under_the_sdk_prefix() -> None:
     async with Harness(load_entrypoints=False, plugins=[OpenAISdkPlugin()]) as harness:
         config = harness.config.section("llm_openai_sdk", OpenAISdkConfig)
         assert config == OpenAISdkConfig()
         assert config.base_url == "https://api.deepseek.com"
         assert harness.llm.models() == [
+            "deepseek-sdk/deepseek-flash",
             "deepseek-sdk/deepseek-v4-flash",
+            "deepseek-sdk/deepseek-v4-flash-vision-exp",
             "deepseek-sdk/deepseek-v4-pro",
         ]
+        flash = harness.llm.model_info("deepseek-sdk/deepseek-flash")
+        assert flash is not None and flash == harness.llm.model_info(
+            "deepseek-sdk/deepseek-v4-flash"
+        )
+        assert flash.pricing is not None
+        assert harness.llm.model_info("deepseek-sdk/deepseek-v4-pro") is not None
 
 
 async def test_configured_models_and_base_url_are_used() -> None:

@@ -1,5 +1,6 @@
-"""The SDK's parsed chunks → StreamChunks: transcripts of the wire reference as exact vectors,
-and the shapes gateways produce, sent over HTTP from the mock server."""
+"""The SDK stream helper's events → StreamChunks: transcripts of the wire reference as exact
+vectors, the shapes gateways produce and the finish reasons (point 5), sent over HTTP from the
+mock server."""
 
 from __future__ import annotations
 
@@ -138,27 +139,41 @@ async def test_an_id_or_name_fills_a_gap_but_never_overwrites(
 
 
 @pytest.mark.parametrize(
-    ("reason", "code"),
-    [("content_filter", "CONTENT_FILTER"), ("insufficient_system_resource", None)],
+    ("reason", "code", "meaning"),
+    [
+        ("insufficient_system_resource", "SERVER", "DeepSeek ran out of inference resources"),
+        ("content_filter", "CONTENT_FILTER", "the content filter stopped the answer"),
+        ("sleepy", "UNKNOWN_FINISH", "a reason dsh does not know"),
+    ],
 )
-async def test_other_finish_reasons_fail_with_the_reason_as_code(
-    reason: str, code: str | None, adapter: OpenAISdkAdapter, mock_server: MockServer
+async def test_point5_failed_finish_reasons_map_to_listed_codes_keeping_the_reason(
+    reason: str, code: str, meaning: str, adapter: OpenAISdkAdapter, mock_server: MockServer
 ) -> None:
+    """``insufficient_system_resource`` is the in-stream 503: SERVER, so retry retries it."""
     mock_server.queue(frames(STYLE.chunk({"content": "x"}), STYLE.chunk({}, reason)))
-    failure = failure_of(await collect(adapter))
-    assert failure.code == (code or reason.upper())
-    assert failure.message == f"the model stopped: {reason}"
+    chunks = await collect(adapter)
+    assert chunks[:3] == [BlockStart(0, "text"), TextDelta(0, "x"), BlockEnd(0, Text("x"))]
+    failure = failure_of(chunks)
+    assert failure.code == code
+    assert failure.message == f"the model stopped: {reason} ({meaning})"
 
 
 @pytest.mark.parametrize(
     ("payload", "says"),
     [
-        ({"choices": [{"index": 0, "delta": {"content": 5}}]}, "a text field holds int"),
+        ({"choices": [{"index": 0, "delta": {"content": 5}}]}, "content is int"),
+        ({"choices": [{"delta": {"reasoning_content": [1]}}]}, "reasoning is list"),
+        ({"choices": [{"delta": {}, "finish_reason": 7}]}, "finish_reason is int"),
+        ({"choices": [{"delta": {"tool_calls": [{"id": 3}]}}]}, "a tool call id is int"),
+        ({"choices": [{"delta": {"tool_calls": [{"function": {"name": 3}}]}}]}, "name is int"),
+        ({"choices": [{"delta": {"tool_calls": [{"function": {"arguments": 3}}]}}]}, "unexpected"),
         ({"choices": [{"index": 0, "delta": {"tool_calls": [{"function": 3}]}}]}, "unexpected"),
         ({"choices": {"0": {}}}, "unexpected chunk"),
+        ({"choices": ["x"]}, "unexpected chunk"),
         ({"choices": [{"index": 0, "delta": {"content": "x"}}]}, "without a finish_reason"),
     ],
 )
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic, on the helper's wrong-typed dump
 async def test_chunks_of_the_wrong_shape_are_malformed(
     payload: dict[str, Any], says: str, adapter: OpenAISdkAdapter, mock_server: MockServer
 ) -> None:
@@ -180,7 +195,7 @@ async def test_an_answer_without_any_content_is_empty(
 def test_usage_details_left_as_plain_dicts_by_older_sdks_are_read_too() -> None:
     from types import SimpleNamespace
 
-    from dsh_plugins.llm_openai_sdk.translate import usage_of
+    from dsh_plugins.llm_openai_sdk.events import usage_of
 
     usage: Any = SimpleNamespace(
         prompt_tokens=10,

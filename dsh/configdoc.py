@@ -26,15 +26,21 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
+from dsh.config import Config
 from dsh.harness import Harness
 from dsh.tooldef import parse_docstring
 
 __all__ = [
     "CORE",
+    "MASK",
+    "SECRET_WORDS",
     "ConfigSection",
     "config_sections",
     "main",
+    "masked",
+    "masked_config",
     "render_config_reference",
+    "secret_key",
     "toml_value",
 ]
 
@@ -99,8 +105,13 @@ def render_config_reference(
         "with `--config` (a host passes a path or a mapping to `Harness(config=...)`). Each",
         "`[section]` belongs to the plugin that registered it; every key is optional. Unknown",
         "sections and keys are errors, and a bad file fails at start with every problem listed.",
-        "`dsh config --dump` prints the effective values. Secrets (`DEEPSEEK_API_KEY`) come from",
-        "the environment, never from this file.",
+        'A value must have its key\'s type: `"false"` is not a boolean, a string is not an',
+        "array, `3` is not a string; numbers outside their documented range are errors too.",
+        "`dsh config --dump` prints the effective values, secrets masked: values of keys that look",
+        "secret (a word such as `key`, `token`, `secret`, `password`, `dsn`, `authorization`,",
+        "`header`), of fields a plugin marks with `attrs` metadata `secret=True` (`env_set` of",
+        "`tools_shell`), and passwords in URLs. Secrets (`DEEPSEEK_API_KEY`) come from the",
+        "environment (or `dsh keys set deepseek`), never from this file.",
         "",
         "| section | registered by |",
         "|---|---|",
@@ -241,6 +252,96 @@ def _nested_classes(cls: type[Any]) -> Iterator[type[Any]]:
 
     walk(cls)
     return iter(seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Masking secrets, so that a dump is safe to paste into a bug report.
+# ---------------------------------------------------------------------------------------------
+
+#: What a secret value is replaced with.
+MASK = "***"
+#: Words that make a key secret (``api_key``, ``github_token``, ``sentry_dsn``, ``headers``...),
+#: matched against the words of the key (``max_tokens`` is not one: ``tokens`` is not listed).
+SECRET_WORDS = frozenset(
+    {
+        "apikey",
+        "auth",
+        "authorization",
+        "bearer",
+        "cookie",
+        "cookies",
+        "credential",
+        "credentials",
+        "dsn",
+        "header",
+        "headers",
+        "key",
+        "passphrase",
+        "passwd",
+        "password",
+        "secret",
+        "token",
+    }
+)
+_KEY_WORDS = re.compile(r"[a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:\s]*):[^/@\s]*@")
+
+
+def secret_key(key: str) -> bool:
+    """Whether a config key names a secret: one of its words is in :data:`SECRET_WORDS`."""
+    return any(w in SECRET_WORDS for w in _KEY_WORDS.findall(_CAMEL.sub("_", key).lower()))
+
+
+def masked_config(config: Config) -> dict[str, Any]:
+    """Every registered section's effective values (like :meth:`Config.dump`) with secrets
+    masked: fields whose ``attrs`` metadata says ``secret=True`` (such as ``env_set`` of
+    ``tools_shell``, whose values are environment variables), keys that look secret
+    (:func:`secret_key`), and passwords in URLs (``https://user:***@host``)."""
+    return {name: _masked_value(config.section(name, object)) for name in config.sections()}
+
+
+def masked(value: Any) -> Any:
+    """Plain data (tables, arrays, scalars) with the values of secret-looking keys masked and
+    passwords in URLs hidden. Empty values stay visible: they show that nothing is set."""
+    if isinstance(value, Mapping):
+        return {k: _hidden(v) if secret_key(str(k)) else masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [masked(v) for v in value]
+    if isinstance(value, str):
+        return _URL_USERINFO.sub(rf"\g<scheme>\g<user>:{MASK}@", value)
+    return value
+
+
+def _masked_value(value: Any) -> Any:
+    """A structured config value as plain data, masked; attrs classes are looked into
+    wherever they sit (in tables and arrays too), so their fields' ``secret`` marks count."""
+    if isinstance(value, Mapping):
+        return {
+            k: _hidden(_plain.unstructure(v)) if secret_key(str(k)) else _masked_value(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_masked_value(v) for v in value]
+    if not attrs.has(type(value)):
+        return masked(_plain.unstructure(value))
+    out = {}
+    for field in attrs.fields(type(value)):
+        item = getattr(value, field.name)
+        secret = field.metadata.get("secret") or secret_key(field.name)
+        out[field.name] = _hidden(_plain.unstructure(item)) if secret else _masked_value(item)
+    return out
+
+
+def _hidden(value: Any) -> Any:
+    """``value`` with every non-empty string in it replaced by :data:`MASK` (table keys kept)."""
+    if isinstance(value, Mapping):
+        return {k: _hidden(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_hidden(v) for v in value]
+    if isinstance(value, str) and value:
+        return MASK
+    return value
 
 
 # ---------------------------------------------------------------------------------------------

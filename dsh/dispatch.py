@@ -3,25 +3,33 @@
 Calls run in the model's order. Consecutive tools marked ``concurrency_safe`` form a batch that
 runs concurrently (at most ``max_parallel`` at once); any other tool is a barrier and runs alone.
 ``tool/call`` events are logged (and checkpointed) before a batch starts; ``tool/result`` events
-are logged in the model's order. When the step is cancelled, every call still gets a result:
-the outcome if it finished, ``ABORTED`` if it was running, ``ABORTED_BEFORE_DISPATCH`` if it
-never started — so the log never holds a tool call without its result.
+are logged in the model's order. When the step is cancelled or fails (a checkpoint that
+raised), every call still gets exactly one result: the outcome if it finished, ``ABORTED`` if
+it was running, ``ABORTED_BEFORE_DISPATCH`` if it never started — so the log never holds a tool
+call without its result. Permission denials, unknown tools, bad arguments and exceptions are
+outcomes of :meth:`~dsh.tools.ToolRegistry.execute`, which never raises.
+
+Tool-call ids must be unique in a session: results are matched to calls by id (when the history
+is projected, when compaction prunes, when a crashed turn is closed). The model's ids are made
+unique before its message reaches the log, by :func:`with_unique_call_ids`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from dsh.content import Text, ToolCall
-from dsh.events import ToolCallEvent, ToolResultEvent
+from attrs import evolve
+
+from dsh.content import Block, Message, Text, ToolCall
+from dsh.events import SessionEvent, ToolCallEvent, ToolResultEvent
 from dsh.tools import ToolExecution, ToolOutcome
 
 if TYPE_CHECKING:
     from dsh.loop import LoopAgent
 
-__all__ = ["ToolDispatch"]
+__all__ = ["ToolDispatch", "call_ids", "with_unique_call_ids"]
 
 
 class ToolDispatch:
@@ -41,9 +49,9 @@ class ToolDispatch:
                 batch = self._next_batch(pending)
                 del pending[: len(batch)]
                 await self._run_batch(batch)
-        except asyncio.CancelledError:
+        except BaseException as exc:
             for call in pending:
-                self._log_result(call, self._cancelled("ABORTED_BEFORE_DISPATCH", "never started"))
+                self._log_result(call, self._unstarted(exc))
             raise
 
     def _safe(self, call: ToolCall) -> bool:
@@ -66,7 +74,12 @@ class ToolDispatch:
             session.append(
                 "tool/call", ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments)
             )
-        await session.checkpoint()  # the calls may have side effects: log them durably first
+        try:
+            await session.checkpoint()  # the calls may have side effects: log them durably first
+        except BaseException as exc:
+            for call in batch:
+                self._log_result(call, self._unstarted(exc))
+            raise
         limit = asyncio.Semaphore(self.max_parallel)
         tasks = [asyncio.ensure_future(self._execute(call, limit)) for call in batch]
         logged = 0
@@ -93,6 +106,16 @@ class ToolDispatch:
             return self._cancelled("ABORTED", "cancelled while running")
         return task.result()
 
+    def _unstarted(self, exc: BaseException) -> ToolOutcome:
+        """The result of a call that never ran because the step was cancelled or failed."""
+        if isinstance(exc, asyncio.CancelledError):
+            return self._cancelled("ABORTED_BEFORE_DISPATCH", "never started")
+        causes = exc.exceptions if isinstance(exc, BaseExceptionGroup) else (exc,)
+        why = "; ".join(str(cause) or type(cause).__name__ for cause in causes)
+        return ToolOutcome.error(
+            "ABORTED_BEFORE_DISPATCH", f"tool call never started: the step failed ({why})"
+        )
+
     def _cancelled(self, code: str, what: str) -> ToolOutcome:
         agent = self.agent
         why = "the agent was disposed" if agent.disposing else f"aborted: {agent.abort_reason}"
@@ -103,3 +126,45 @@ class ToolDispatch:
             self.turn, self.step, call.id, outcome.content, outcome.is_error, outcome.code
         )
         self.agent.session.append("tool/result", result)
+
+
+def call_ids(events: Iterable[SessionEvent]) -> set[str]:
+    """The tool-call ids a session's ``events`` already use (calls and results)."""
+    return {e.data.call_id for e in events if e.type in ("tool/call", "tool/result")}
+
+
+def with_unique_call_ids(message: Message, used: set[str]) -> Message:
+    """``message`` with every tool-call id unique in its session, whose ids so far are ``used``
+    (:func:`call_ids`); ``used`` is updated with the ids the message ends up with, so a caller
+    keeps one set per session instead of scanning its log at every step.
+
+    A call keeps its id unless the id is empty, was used earlier in the session (a model that
+    numbers its calls ``call_0``, ``call_1``… in every step) or earlier in this message (a
+    model that sent the same id twice). Such a call gets ``<id>_<n>`` (``call_<n>`` for an empty
+    id) with the smallest ``n`` from 2 that no call of the session or of this message has, so
+    that each result pairs with exactly one call. The model only ever sees the rewritten ids,
+    which it echoes back.
+    """
+    calls = [b.id for b in message.content if isinstance(b, ToolCall)]
+    if not calls:
+        return message
+    # A new id must not take the id of a later call of this message either.
+    taken = used | set(calls)
+    content: list[Block] = []
+    for block in message.content:
+        if isinstance(block, ToolCall):
+            if not block.id or block.id in used:
+                block = evolve(block, id=_fresh_id(block.id or "call", taken))
+            used.add(block.id)
+            taken.add(block.id)
+        content.append(block)
+    if tuple(content) == message.content:
+        return message
+    return Message(message.role, tuple(content))
+
+
+def _fresh_id(base: str, used: set[str]) -> str:
+    n = 2
+    while f"{base}_{n}" in used:
+        n += 1
+    return f"{base}_{n}"

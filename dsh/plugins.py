@@ -3,12 +3,14 @@
 Entry points are loaded sorted by name and deduplicated; a class is instantiated once per
 harness (so plugins keep their state on ``self``, never in module globals). One broken plugin is
 reported with its distribution and skipped; ``strict`` makes it fatal. ``DSH_DISABLE_PLUGINS``
-blocks plugins by name. Functions named ``dsh_*`` are hook implementations even without the
-``@hookimpl`` marker, so a misspelled hook name fails loudly instead of being ignored.
+blocks plugins by name (a name that matches no plugin is warned about). Functions named
+``dsh_*`` are hook implementations even without the ``@hookimpl`` marker, so a misspelled hook
+name fails loudly instead of being ignored.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
 import os
 from collections.abc import Iterable
@@ -75,6 +77,7 @@ class Plugins:
         self.strict = strict
         self.info: dict[str, PluginInfo] = {}
         self.failures: list[LoadFailure] = []
+        self._offered: set[str] = set()  # every name a plugin was offered under
         for name in self.disabled:
             self.pm.set_blocked(name)
 
@@ -88,6 +91,7 @@ class Plugins:
         if inspect.isclass(plugin):
             plugin = plugin()
         name = name or self._free_name(getattr(plugin, "__name__", None) or type(plugin).__name__)
+        self._offered.add(name)
         if name in self.disabled:
             return name
         try:
@@ -130,6 +134,24 @@ class Plugins:
                 continue
             seen.add(ep.name)
             self._load(ep)
+
+    def warn_unknown_disabled(self) -> list[str]:
+        """Log a warning naming each disabled name that no plugin has (a typo in
+        ``DSH_DISABLE_PLUGINS`` would otherwise leave the plugin enabled without a word), and
+        return those names. Installed entry points count even when they were not loaded."""
+        if not self.disabled:
+            return []
+        installed = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        known = self._offered | {ep.name for ep in installed}
+        unknown = sorted(self.disabled - known)
+        if unknown:
+            log.warning(
+                "disabled plugin names match no plugin",
+                unknown=unknown,
+                known=sorted(known),
+                hint="check the spelling in DSH_DISABLE_PLUGINS (dsh plugins lists the names)",
+            )
+        return unknown
 
     def _load(self, ep: EntryPoint) -> None:
         dist = ep.dist

@@ -74,11 +74,12 @@ def _unanswered(turn: int, step: int, call_id: str, dispatched: bool) -> ToolRes
 
 def pending_messages(events: Sequence[SessionEvent]) -> list[InboxMessage]:
     """Messages logged as ``inbox/queued`` that no ``user/message`` or ``steering/message``
-    consumed, in the order they were queued."""
+    consumed and no ``inbox/withdrawn`` took back, in the order they were queued."""
     consumed = {
         e.data.queued_seq
         for e in events
-        if e.type in ("user/message", "steering/message") and e.data.queued_seq is not None
+        if e.type in ("user/message", "steering/message", "inbox/withdrawn")
+        and e.data.queued_seq is not None
     }
     return [
         InboxMessage(e.data.content, e.data.source, e.seq)

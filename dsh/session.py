@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import os
+import socket
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,9 +46,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Session",
+    "SessionBusy",
+    "SessionConflict",
     "SessionStore",
     "SessionSummary",
+    "Writer",
     "context_message",
+    "failures",
     "source_label",
     "summary_message",
 ]
@@ -103,6 +108,73 @@ def _project(event: SessionEvent) -> Message | None:
     if isinstance(data, ContextMessage):
         return context_message(data.content, data.source)
     return None
+
+
+@frozen
+class Writer:
+    """Who holds a session's writer lock: what a refused second writer is told, so that the
+    user can find the holder (process id, host name, since when, in epoch seconds)."""
+
+    pid: int
+    host: str
+    since: float
+
+    @classmethod
+    def this_process(cls) -> Writer:
+        return cls(os.getpid(), socket.gethostname(), time.time())
+
+    def __str__(self) -> str:
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.since))
+        return f"process {self.pid} on host {self.host!r} (since {since})"
+
+
+class SessionBusy(DshError):
+    """Another writer holds the session: one process (one store instance) writes a session at a
+    time. Stores raise it from ``dsh_session_checkpoint``/``dsh_session_flush``."""
+
+    def __init__(self, session_id: str, holder: Writer | None, where: str = "") -> None:
+        self.session_id = session_id
+        self.holder = holder
+        who = str(holder) if holder is not None else "another process (not yet identified)"
+        super().__init__(
+            f"session {session_id!r} is open for writing by {who}{where}: a session has one "
+            "writer at a time; stop that process (or let it finish) and resume the session again"
+        )
+
+
+class SessionConflict(DshError):
+    """The stored log is not the one this writer continues: another writer changed it since it
+    was loaded. Nothing is overwritten or deleted; stores raise it instead."""
+
+    def __init__(self, session_id: str, stored: int, expected: int, where: str = "") -> None:
+        self.session_id = session_id
+        self.stored = stored
+        self.expected = expected
+        super().__init__(
+            f"session {session_id!r}{where}: the store holds {stored} event(s) but this process "
+            f"continues a log of {expected}; another process wrote it since it was loaded. "
+            "Nothing was overwritten: resume the session again to continue from what is stored"
+        )
+
+
+def _leaves(exc: BaseException) -> tuple[BaseException, ...]:
+    return exc.exceptions if isinstance(exc, BaseExceptionGroup) else (exc,)
+
+
+def failures(exc: BaseException) -> str:
+    """Every message of ``exc``, an exception group of the stores' hook errors (as a parallel
+    hook raises them) or a single exception."""
+    return "; ".join(str(leaf) for leaf in _leaves(exc))
+
+
+def _store_error(session: Session, exc: BaseException) -> DshError:
+    """The error a failed claim raises: the store's own :class:`SessionBusy` or
+    :class:`SessionConflict` when it raised one, else a :class:`DshError` with every message."""
+    for leaf in _leaves(exc):
+        cause = getattr(leaf, "error", leaf)
+        if isinstance(cause, SessionBusy | SessionConflict):
+            return cause
+    return DshError(f"cannot open session {session.id!r} for writing: {failures(exc)}")
 
 
 @frozen
@@ -264,6 +336,22 @@ class SessionStore:
         """Stored sessions, newest first (empty without a persistence plugin)."""
         return await self._hooks.session_list(query, limit) or []
 
+    async def claim(self, session: Session) -> None:
+        """Take the writer lock of ``session`` now, so that a session another process writes
+        fails here rather than at its first write (resume calls it).
+
+        Stores take a session's lock at its first checkpoint or flush, and this is a checkpoint.
+        On failure the session is forgotten (stores release it) and the store's
+        :class:`SessionBusy` or :class:`SessionConflict` is raised.
+        """
+        try:
+            await session.checkpoint()
+        except Exception as exc:
+            if self._sessions.get(session.id) is session:
+                del self._sessions[session.id]
+                await self._hooks.session_closed(session)
+            raise _store_error(session, exc) from exc
+
     def fork(
         self, source: Session, at_seq: int | None = None, session_id: str | None = None
     ) -> Session:
@@ -281,7 +369,8 @@ class SessionStore:
     async def close(self, session: Session) -> None:
         """Flush ``session`` and forget it: plugins release what they keep for it
         (``dsh_session_closed``). A long-running host creates sessions without end; closed
-        ones do not stay in memory. A failed flush is logged, never raised."""
+        ones do not stay in memory. A failed flush is logged, never raised. Closing releases
+        the session's writer lock."""
         if self._sessions.get(session.id) is not session:
             return
         del self._sessions[session.id]
@@ -289,6 +378,9 @@ class SessionStore:
             await session.flush()
         except Exception:
             log.exception("session flush failed while closing", session=session.id)
+        else:
+            # Stored whole: if it is used again, stores continue after these events.
+            session.persisted = len(session)
         await self._hooks.session_closed(session)
 
     async def flush_all(self) -> None:

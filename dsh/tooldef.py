@@ -35,7 +35,7 @@ import attrs
 
 from dsh.content import Image, Text
 from dsh.request import JsonObject, ToolSchema
-from dsh.tools import Effect, Tool, ToolContent, ToolExecution
+from dsh.tools import Effect, Tool, ToolContent, ToolExecution, as_content
 
 __all__ = ["Docstring", "parse_docstring", "tool", "validate"]
 
@@ -117,7 +117,7 @@ def _executor(
 
 def _content(value: Any) -> ToolContent:
     """What the function returned as tool content: text and images as they are, ``None`` as no
-    text, anything else as JSON."""
+    text, bytes decoded as UTF-8, anything else as JSON (objects by their ``str``)."""
     if isinstance(value, str):
         return value
     if isinstance(value, Text | Image):
@@ -130,6 +130,8 @@ def _content(value: Any) -> ToolContent:
         return tuple(value)
     if value is None:
         return ""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return as_content(value)  # UTF-8 text, else a ToolError
     return json.dumps(value, ensure_ascii=False, default=str)
 
 

@@ -14,12 +14,14 @@ import asyncio
 import json
 import math
 import os
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from attrs import frozen
+from attrs import field, frozen
 
+from dsh.config import greater_than
 from dsh.content import Image, Text
 from dsh.errors import DshError
 from dsh.request import ToolSchema
@@ -29,7 +31,10 @@ if TYPE_CHECKING:
     from dsh.loop import LoopAgent
 
 __all__ = [
+    "GUARDED_EFFECTS",
+    "POLICY_SECTION",
     "Effect",
+    "NoPolicyConfig",
     "Tool",
     "ToolContent",
     "ToolError",
@@ -38,6 +43,7 @@ __all__ = [
     "ToolRegistry",
     "ToolsConfig",
     "as_content",
+    "checked_outcome",
     "confine",
 ]
 
@@ -48,12 +54,78 @@ ToolContent = str | Sequence[Text | Image]
 #: programs, ``other`` is anything else or undeclared (policies treat it with the most caution).
 Effect = Literal["read", "write", "execute", "other"]
 
+#: What no call may do while no permission policy is loaded, unless the user said
+#: ``permissions.mode = "full"``: fail closed, as a policy that failed to load must not mean
+#: "no policy".
+GUARDED_EFFECTS: tuple[Effect, ...] = ("write", "execute")
 
-def as_content(value: ToolContent) -> tuple[Text | Image, ...]:
-    """Normalise what a tool returned into content blocks."""
+#: The config section of the permission policy; the core reads it only when no policy is loaded.
+POLICY_SECTION = "permissions"
+
+
+def as_content(value: object) -> tuple[Text | Image, ...]:
+    """What a tool returned, as content blocks; raises :class:`ToolError` for a value without
+    an obvious text form.
+
+    A ``str`` is one text block; a :class:`Text`/:class:`Image` block or a non-empty sequence of
+    them is used as it is; ``None`` is empty text; ``bytes`` are decoded as UTF-8 (and refused
+    when they are not UTF-8); numbers, booleans, dicts, lists and tuples of JSON values become
+    their JSON text. Anything else (an object, a mix of blocks and values, bytes that are not
+    text) is refused, so that nothing reaches the session log that could not be read back.
+    """
     if isinstance(value, str):
         return (Text(value),)
-    return tuple(value)
+    if isinstance(value, Text | Image):
+        return (_checked_block(value),)
+    if isinstance(value, list | tuple) and value and any(_is_block(v) for v in value):
+        if not all(_is_block(v) for v in value):
+            raise ToolError("the tool returned a sequence that mixes content blocks and values")
+        return tuple(_checked_block(v) for v in value)
+    if value is None:
+        return (Text(""),)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return (Text(_utf8(bytes(value))),)
+    if isinstance(value, bool | int | float | dict | list | tuple):
+        return (Text(_json_text(value)),)
+    raise ToolError(
+        f"the tool returned a {type(value).__name__}, which has no text form; a tool returns "
+        "a str, content blocks, bytes of UTF-8 text or JSON values"
+    )
+
+
+def _is_block(value: object) -> bool:
+    return isinstance(value, Text | Image)
+
+
+def _checked_block(block: Text | Image) -> Text | Image:
+    """``block`` if its fields have the types the session log stores (attrs does not check)."""
+    raw: Any = block  # typed as its class says, but a tool may have built it with anything
+    if isinstance(raw, Text):
+        fine = isinstance(raw.text, str)
+    else:
+        fine = isinstance(raw.url, str) and isinstance(raw.mime_type, str | None)
+    if not fine:
+        raise ToolError(f"the tool returned a malformed {type(block).__name__} block: {block!r}")
+    return block
+
+
+def _utf8(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"the tool returned {len(data)} bytes that are not UTF-8 text ({exc.reason} at "
+            f"byte {exc.start}); a tool returns text"
+        ) from exc
+
+
+def _json_text(value: object) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ToolError(
+            f"the tool returned a {type(value).__name__} that is not made of JSON values ({exc})"
+        ) from exc
 
 
 class ToolError(DshError):
@@ -156,11 +228,27 @@ class Tool:
 
 
 @frozen
+class NoPolicyConfig:
+    """Section ``permissions`` while no permission policy is loaded (the ``permissions`` plugin
+    is disabled or failed to load): calls of tools that write files or run commands are denied,
+    unless ``mode = "full"`` and no ``rules`` are given, which runs every call unrestricted. The
+    keys are those of the ``permissions`` plugin, so one config works with and without it;
+    ``rules`` cannot be applied without the plugin, so giving any keeps the denial."""
+
+    mode: Literal["read-only", "workspace-write", "full"] = "workspace-write"
+    rules: tuple[Any, ...] = ()
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.mode == "full" and not self.rules
+
+
+@frozen
 class ToolsConfig:
     """Section ``tools``: ``default_timeout_s`` bounds each call of a tool that sets no
-    ``timeout_s`` of its own (``inf`` for no bound)."""
+    ``timeout_s`` of its own (greater than 0; ``inf`` for no bound)."""
 
-    default_timeout_s: float = 300.0
+    default_timeout_s: float = field(default=300.0, validator=greater_than(0))
 
 
 class ToolRegistry:
@@ -171,10 +259,36 @@ class ToolRegistry:
         self._hooks = hooks
         self._tools: dict[str, tuple[Tool, str]] = {}
         self.config = ToolsConfig()
+        #: The plugin whose ``dsh_tools_execute`` middleware decides which calls may run
+        #: (see :meth:`install_policy`); ``None``: no policy is loaded.
+        self.policy: str | None = None
+        #: What the core does without a policy: deny ``GUARDED_EFFECTS``, unless unrestricted.
+        self.no_policy = NoPolicyConfig()
+        #: Also check every outcome by a round trip through the event codec (see
+        #: :func:`checked_outcome`): on in Python's development mode (``-X dev``) or when the
+        #: ``DSH_DEBUG`` environment variable is set to a non-empty value (the test suite does).
+        self.round_trip = sys.flags.dev_mode or bool(os.environ.get("DSH_DEBUG"))
 
     def configure(self, config: ToolsConfig) -> None:
         """Apply the ``tools`` config section (the harness does this once config is loaded)."""
         self.config = config
+
+    def install_policy(self, owner: str) -> Callable[[], None]:
+        """Declare that ``owner``'s ``dsh_tools_execute`` middleware decides which calls run.
+
+        Without a declared policy the registry itself denies every call of a tool whose effect
+        is in :data:`GUARDED_EFFECTS` (unless ``permissions.mode = "full"``), so a policy plugin
+        that is disabled or failed to load leaves dsh closed, not open. Returns the disposer.
+        """
+        if self.policy is not None and self.policy != owner:
+            raise DshError(f"two permission policies: {self.policy!r} and {owner!r}")
+        self.policy = owner
+
+        def dispose() -> None:
+            if self.policy == owner:
+                self.policy = None
+
+        return dispose
 
     def register(self, tool: Tool, owner: str = "host") -> Callable[[], None]:
         known = self._tools.get(tool.name)
@@ -197,6 +311,11 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
+    def owner(self, name: str) -> str | None:
+        """Who registered tool ``name``: a plugin's name, or ``"host"``."""
+        found = self._tools.get(name)
+        return None if found is None else found[1]
+
     def schemas(self) -> tuple[ToolSchema, ...]:
         return tuple(tool.schema for tool, _ in self._tools.values())
 
@@ -206,9 +325,14 @@ class ToolRegistry:
         return None if math.isinf(timeout_s) else timeout_s
 
     async def execute(self, execution: ToolExecution) -> ToolOutcome:
-        """Run one call. Never raises except on cancellation."""
+        """Run one call. Never raises except on cancellation: ``SystemExit`` and
+        ``KeyboardInterrupt`` from a tool or a middleware are errors of this call too, and an
+        outcome that the session log could not store is replaced by a ``TOOL_ERROR``."""
         try:
-            return await self._hooks.tools_execute(execution, self._run)
+            outcome = await self._hooks.tools_execute(execution, self._run)
+            return checked_outcome(outcome, execution.name, round_trip=self.round_trip)
+        except (SystemExit, KeyboardInterrupt) as exc:
+            return _exit_outcome(exc)
         except Exception as exc:
             return ToolOutcome.error("TOOL_ERROR", str(exc))
 
@@ -219,6 +343,8 @@ class ToolRegistry:
             return ToolOutcome.error(
                 "UNKNOWN_TOOL", f'unknown tool "{execution.name}"; available tools: {known}'
             )
+        if self._unpoliced(tool):
+            return ToolOutcome.error("DENIED", _no_policy_denial(tool, self.no_policy))
         try:
             args = execution.parsed_arguments()
         except ValueError as exc:
@@ -228,6 +354,15 @@ class ToolRegistry:
             return invalid
         return await self._call(tool, args, execution)
 
+    def held_back(self) -> list[str]:
+        """The tools denied because no permission policy is loaded to judge them, by name."""
+        return [name for name in self.names() if self._unpoliced(self._tools[name][0])]
+
+    def _unpoliced(self, tool: Tool) -> bool:
+        """Whether ``tool`` is refused because no policy is loaded to judge it."""
+        guarded = tool.effect in GUARDED_EFFECTS
+        return guarded and self.policy is None and not self.no_policy.unrestricted
+
     async def _call(self, tool: Tool, args: Any, execution: ToolExecution) -> ToolOutcome:
         scope = asyncio.timeout(self.timeout_of(tool))
         try:
@@ -235,6 +370,8 @@ class ToolRegistry:
                 content = await tool.execute(args, execution)
         except ToolError as exc:
             return ToolOutcome.error(exc.code, exc.message)
+        except (SystemExit, KeyboardInterrupt) as exc:
+            return _exit_outcome(exc)
         except Exception as exc:
             if isinstance(exc, TimeoutError) and scope.expired():
                 return ToolOutcome.error(
@@ -243,7 +380,83 @@ class ToolRegistry:
                     "cancelled",
                 )
             return ToolOutcome.error("TOOL_ERROR", f"{type(exc).__name__}: {exc}")
-        return ToolOutcome(as_content(content))
+        try:
+            return ToolOutcome(as_content(content))
+        except ToolError as exc:
+            return ToolOutcome.error("TOOL_ERROR", f"tool {tool.name!r}: {exc.message}")
+
+
+def _exit_outcome(exc: SystemExit | KeyboardInterrupt) -> ToolOutcome:
+    """A tool that tried to end the process: its call fails, the host goes on."""
+    detail = f" ({exc})" if str(exc) else ""
+    return ToolOutcome.error(
+        "TOOL_ERROR",
+        f"the tool raised {type(exc).__name__}{detail}; a tool cannot exit the process",
+    )
+
+
+def checked_outcome(outcome: object, tool_name: str, *, round_trip: bool = False) -> ToolOutcome:
+    """``outcome`` if the session log can store it and read it back, else a ``TOOL_ERROR``
+    outcome saying what was wrong (a middleware may return anything).
+
+    The type check always runs; ``round_trip`` also encodes the result event with the event
+    codec, decodes it and compares, which catches what a type check could miss (a block of a
+    subclass would read back as its base class; a decoding error propagates).
+    """
+    problem = _outcome_problem(outcome)
+    if problem is None and round_trip:
+        problem = _round_trip_problem(cast(ToolOutcome, outcome))
+    if problem is None:
+        return cast(ToolOutcome, outcome)
+    return ToolOutcome.error("TOOL_ERROR", f"tool {tool_name!r} produced {problem}")
+
+
+def _outcome_problem(outcome: object) -> str | None:
+    if not isinstance(outcome, ToolOutcome):
+        return f"a {type(outcome).__name__} where a ToolOutcome belongs"
+    return _fields_problem(outcome)
+
+
+def _fields_problem(outcome: Any) -> str | None:
+    """What is wrong with the fields of a ``ToolOutcome`` (attrs does not check their types)."""
+    if not isinstance(outcome.content, tuple):
+        return f"content of type {type(outcome.content).__name__}, not a tuple of blocks"
+    try:
+        for block in outcome.content:
+            if not _is_block(block):
+                return f"a {type(block).__name__} among its content blocks"
+            _checked_block(block)
+    except ToolError as exc:
+        return exc.message.replace("the tool returned ", "")
+    if not isinstance(outcome.is_error, bool) or not isinstance(outcome.code, str | None):
+        return f"an is_error or code of the wrong type ({outcome.is_error!r}, {outcome.code!r})"
+    return None
+
+
+def _round_trip_problem(outcome: ToolOutcome) -> str | None:
+    # The converter imports the event types, which import this module's neighbours.
+    from dsh.converter import dumps, structure, unstructure
+    from dsh.events import ToolResultEvent
+
+    event = ToolResultEvent(0, 0, "check", outcome.content, outcome.is_error, outcome.code)
+    if structure(json.loads(dumps(unstructure(event))), ToolResultEvent) == event:
+        return None
+    return "a result the session log would not read back unchanged"
+
+
+def _no_policy_denial(tool: Tool, config: NoPolicyConfig) -> str:
+    does = "changes files" if tool.effect == "write" else "runs commands"
+    rules = (
+        " (the configured [permissions] rules cannot be applied without it)" if config.rules else ""
+    )
+    return (
+        f"permission denied: {tool.name} {does} and no permission policy is loaded{rules}: the "
+        "permissions plugin is disabled (DSH_DISABLE_PLUGINS) or failed to load (see "
+        "'dsh plugins'), and without a policy dsh denies every call that writes files or runs "
+        "commands. Do not retry this call; the user can enable the permissions plugin, or run "
+        'every tool unrestricted with mode = "full" (and no rules) in the [permissions] '
+        "configuration."
+    )
 
 
 def _invalid_arguments(tool: Tool, args: Any) -> ToolOutcome | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -10,8 +11,18 @@ from typing import Any, Literal
 import attrs
 import pytest
 
-from dsh import Harness
-from dsh.configdoc import config_sections, main, render_config_reference, toml_value
+from dsh import Harness, hookimpl
+from dsh.cli import main as cli_main
+from dsh.configdoc import (
+    config_sections,
+    main,
+    masked,
+    masked_config,
+    render_config_reference,
+    secret_key,
+    toml_value,
+)
+from dsh_plugins.tools_shell import ShellToolPlugin
 from tests.helpers import make_dist
 
 DOCS = Path(__file__).parent.parent / "docs"
@@ -184,3 +195,115 @@ def test_toml_value_refuses_what_toml_cannot_hold() -> None:
     assert toml_value({"x": None, "y": [1.5, True]}) == "{ y = [1.5, true] }"
     with pytest.raises(TypeError, match="no TOML literal"):
         toml_value(object())
+
+
+# -- masking secrets in a dump -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("api_key", True),
+        ("apiKey", True),
+        ("github_token", True),
+        ("client_secret", True),
+        ("db_password", True),
+        ("sentry_dsn", True),
+        ("Authorization", True),
+        ("headers", True),
+        ("extra-header", True),
+        ("cookie", True),
+        ("max_tokens", False),
+        ("reserve_tokens", False),
+        ("keyboard", False),
+        ("monkey", False),
+        ("base_url", False),
+    ],
+)
+def test_secret_looking_keys(key: str, secret: bool) -> None:
+    assert secret_key(key) is secret
+
+
+@attrs.frozen
+class Endpoint:
+    url: str = ""
+    headers: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Server:
+    env: dict[str, str] = attrs.field(factory=dict, metadata={"secret": True})
+    name: str = ""
+
+
+@attrs.frozen
+class Service:
+    endpoints: tuple[Endpoint, ...] = ()
+    servers: dict[str, Server] = attrs.field(factory=dict)
+    extra: dict[str, Any] = attrs.field(factory=dict)
+    launch_codes: tuple[str, ...] = attrs.field(default=(), metadata={"secret": True})
+    retries: int = 3
+
+
+class ServicePlugin:
+    @hookimpl
+    def dsh_register_config(self, register: Any) -> None:
+        register("service", Service)
+
+
+def test_masked_config_hides_marked_fields_secret_keys_and_url_passwords() -> None:
+    config = {
+        "service": {
+            "endpoints": [
+                {"url": "https://me:hunter2@example.org/v1", "headers": {"X-Api": "abc"}}
+            ],
+            "extra": {"nested": [{"password": "p", "user": "u"}], "empty_token": ""},
+            "launch_codes": ["0000", ""],
+            "servers": {"files": {"env": {"GH": "ghp-2"}, "name": "n"}},
+        },
+        "tools_shell": {"env_set": {"GH_TOKEN": "ghp-1", "PAGER": "cat"}},
+        "permissions": {"mode": "full"},
+    }
+    harness = Harness(
+        load_entrypoints=False, plugins=[ServicePlugin, ShellToolPlugin], config=config
+    )
+    harness.load()
+    dumped = masked_config(harness.config)
+    assert dumped["service"] == {
+        "endpoints": [{"url": "https://me:***@example.org/v1", "headers": {"X-Api": "***"}}],
+        "extra": {"nested": [{"password": "***", "user": "u"}], "empty_token": ""},
+        "launch_codes": ["***", ""],
+        "servers": {"files": {"env": {"GH": "***"}, "name": "n"}},
+        "retries": 3,
+    }
+    assert dumped["tools_shell"]["env_set"] == {"GH_TOKEN": "***", "PAGER": "***"}
+    assert dumped["tools_shell"]["timeout_s"] == 120.0
+    assert dumped["permissions"] == {"mode": "full", "rules": []}
+    for secret in ("hunter2", "ghp-1", "ghp-2", '"abc"', '"0000"'):
+        assert secret not in json.dumps(dumped)
+
+
+def test_config_dump_on_the_command_line_is_masked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "dsh.toml"
+    path.write_text(
+        '[tools_shell.env_set]\nNPM_TOKEN = "npm-secret"\n'
+        '[llm_deepseek]\napi_key = "sk-in-file"\nbase_url = "https://u:pw-123@proxy.example"\n'
+    )
+    assert cli_main(["--config", str(path), "config", "--dump"]) == 0
+    out = capsys.readouterr().out
+    assert "npm-secret" not in out and "sk-in-file" not in out and "pw-123" not in out
+    dumped = json.loads(out)
+    assert dumped["tools_shell"]["env_set"]["NPM_TOKEN"] == "***"
+    assert dumped["llm_deepseek"]["api_key"] == "***"
+    assert dumped["llm_deepseek"]["base_url"] == "https://u:***@proxy.example"
+
+
+def test_masked_leaves_what_is_not_secret() -> None:
+    assert masked({"a": 1, "b": [True, None, "x"], "token": 7}) == {
+        "a": 1,
+        "b": [True, None, "x"],
+        "token": 7,  # a number is not a secret
+    }
+    assert masked("see https://example.org/a:b@c") == "see https://example.org/a:b@c"

@@ -46,7 +46,10 @@ class Child:
             stdout=asyncio.subprocess.PIPE,
             stderr=log,
             # The mock model calls the first tool offered: offer only the test's own.
-            env={**os.environ, "DSH_DISABLE_PLUGINS": "tools_fs,tools_shell,permissions"},
+            env={
+                **os.environ,
+                "DSH_DISABLE_PLUGINS": _disabled("tools_fs,tools_shell,permissions"),
+            },
         )
         log.close()
         return cls(process)
@@ -85,6 +88,13 @@ class Child:
         """``(seq, type)`` of every event the child appended."""
         found = (line.split() for line in self.lines if line.startswith("event "))
         return [(int(seq), type_) for _, seq, type_ in found]
+
+
+def _disabled(names: str) -> str:
+    """``names`` added to what ``DSH_DISABLE_PLUGINS`` already turns off (the test session
+    turns off third-party plugins installed beside dsh; this file also runs as the child
+    script, which cannot import ``tests.helpers``)."""
+    return ",".join(filter(None, [os.environ.get("DSH_DISABLE_PLUGINS", ""), names]))
 
 
 def _log_file(tmp_path: Path) -> IO[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ from structlog.testing import capture_logs
 
 from dsh import Harness, PluginLoadError
 from dsh.plugins import disabled_from_env
+from tests.helpers import foreign_plugins, hide_plugins, make_dist
 
 
 def entry_names(h: Harness) -> list[str]:
@@ -54,3 +58,100 @@ def test_two_instances_of_one_class_get_distinct_names() -> None:
     h = Harness(load_entrypoints=False, plugins=[Observer(), Observer(), Observer()])
     h.load()
     assert h.plugins.names() == ["Observer", "Observer#2", "Observer#3"]
+
+
+async def test_an_unknown_name_in_dsh_disable_plugins_warns(
+    dists: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "zeta,zetta,Host,tools_fs")
+    with capture_logs() as logs:
+        h = Harness(plugins=[Host()])
+        h.load()
+    assert entry_names(h) == ["alpha"]  # zeta is off; the typo "zetta" turned nothing off
+    [warning] = [log for log in logs if log["event"] == "disabled plugin names match no plugin"]
+    assert warning["log_level"] == "warning" and warning["unknown"] == ["zetta"]
+    assert {"zeta", "Host", "tools_fs"} <= set(warning["known"])
+    # an entry point that was not loaded is still a known name
+    assert Harness(load_entrypoints=False, disabled=["zeta"]).plugins.warn_unknown_disabled() == []
+
+
+def test_no_warning_without_disabled_plugins() -> None:
+    with capture_logs() as logs:
+        Harness(load_entrypoints=False, disabled=()).load()
+    assert logs == []
+
+
+class Host:
+    def dsh_agent_status(self) -> None:
+        pass
+
+
+HINT_PLUGIN = """
+from dsh import hookimpl, tool
+from dsh.assembly import PromptSection
+
+@tool
+def calculate(expression: str) -> str:
+    return "42"
+
+class Plugin:
+    @hookimpl
+    def dsh_register_tools(self, register):
+        register(calculate)
+
+    @hookimpl
+    def dsh_register_prompt_sections(self, register):
+        register(PromptSection("calculator", "Use calculate for arithmetic."))
+"""
+
+
+async def test_tests_do_not_load_a_third_party_plugin_installed_beside_dsh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_dist(
+        tmp_path,
+        "third_party",
+        {"fake_calculator": "third_hint:Plugin"},
+        {"third_hint": HINT_PLUGIN},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
+    seen = Harness()
+    seen.load()
+    assert "fake_calculator" in seen.plugins.names()  # a real plugin that discovery would load
+    assert seen.tools.get("calculate") is not None
+    assert [s.name for s in seen.system_prompt.sections()] == ["calculator"]
+    assert foreign_plugins()["fake_calculator"] == "third_party"
+
+    hide_plugins(monkeypatch, foreign_plugins())
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")  # a test that clears it still hides it
+    hidden = Harness()
+    hidden.load()
+    assert "fake_calculator" not in hidden.plugins.names()
+    assert {"tools_fs", "persistence_jsonl"} <= set(hidden.plugins.names())
+    assert hidden.tools.get("calculate") is None and hidden.system_prompt.sections() == ()
+    hide_plugins(monkeypatch, {})  # nothing to hide: nothing changes
+    assert os.environ["DSH_DISABLE_PLUGINS"] == ""
+
+
+async def test_child_processes_inherit_the_hidden_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_dist(
+        tmp_path,
+        "third_party",
+        {"fake_calculator": "third_hint:Plugin"},
+        {"third_hint": HINT_PLUGIN},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "permissions")
+    hide_plugins(monkeypatch, foreign_plugins())
+    assert set(os.environ["DSH_DISABLE_PLUGINS"].split(",")) >= {"fake_calculator", "permissions"}
+    code = "from dsh import Harness; h = Harness(); h.load(); print(' '.join(h.plugins.names()))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, env=env, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await child.communicate()
+    names = out.decode().split()
+    assert "tools_fs" in names and "fake_calculator" not in names and "permissions" not in names

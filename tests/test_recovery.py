@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import re
+import socket
 from typing import Any
 
 import pytest
@@ -23,9 +26,10 @@ from dsh.events import (
     TurnStart,
     UserMessage,
 )
-from dsh.loop import agent_id_of, new_session_id
+from dsh.loop import SESSION_NOT_SAVED, agent_id_of, new_session_id
 from dsh.recovery import NOT_STARTED, UNKNOWN, closing_events, pending_messages
 from dsh.request import ToolSchema
+from dsh.session import Session, SessionBusy, Writer
 from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
 from tests.helpers import kinds, of_type
 
@@ -94,7 +98,7 @@ async def test_checkpoints_come_before_requests_and_tool_calls() -> None:
         agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
         agent.send("go")
         await agent.wait_idle()
-        assert store.checkpoints == 3  # two model requests, one tool call
+        assert store.checkpoints == 4  # two model requests, one tool call, the turn's end
         assert store.flushes == 1
     assert stored_at_tool_time[-1] == "tool/call"
     assert store.flushes == 2  # and once more when the harness closed
@@ -252,3 +256,102 @@ async def test_closing_logs_a_failed_flush() -> None:
         assert logs[0]["event"] == "session flush failed while closing"
         h.plugins.pm.unregister(name="Broken")
         h.plugins.runtime.invalidate()
+
+
+# -- saving: a turn whose log was not saved is not a success ---------------------------------
+
+
+class FullDisk(MemoryStore):
+    """A store whose writes fail with ENOSPC while ``full`` (``at`` says which: "checkpoint",
+    "flush" or both) — the disk-full boundary, with everything above it real."""
+
+    def __init__(self, *at: str) -> None:
+        super().__init__()
+        self.full = set(at)
+
+    def _fail(self, where: str) -> None:
+        if where in self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    @hookimpl
+    def dsh_session_checkpoint(self, session: Session) -> None:
+        self._fail("checkpoint")
+        super().dsh_session_checkpoint(session)
+
+    @hookimpl
+    def dsh_session_flush(self, session: Session) -> None:
+        self._fail("flush")
+        super().dsh_session_flush(session)
+
+
+async def run_one_turn(store: MemoryStore) -> tuple[Harness, Any]:
+    h = Harness(load_entrypoints=False, plugins=[store])
+    await h.start()
+    h.llm.register_adapter(["m"], ScriptedAdapter([text_response("answer")] * 2))
+    agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
+    agent.send("go")
+    await agent.wait_idle()
+    return h, agent
+
+
+async def test_a_turn_whose_events_cannot_be_written_ends_with_an_error() -> None:
+    store = FullDisk()
+    h = Harness(load_entrypoints=False, plugins=[store])
+    await h.start()
+    adapter = ScriptedAdapter([text_response("answer"), text_response("again")])
+    h.llm.register_adapter(["m"], adapter)
+    agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
+    original = adapter.stream
+
+    def fill_the_disk(request: Any) -> Any:
+        store.full = {"checkpoint", "flush"}  # the disk fills up while the model answers
+        return original(request)
+
+    adapter.stream = fill_the_disk  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        agent.send("go")
+        await agent.wait_idle()
+    events = agent.session.events
+    assert kinds(events)[-2:] == ["error", "turn/end"]  # one error: the flush is only logged
+    assert events[-2].data.code == SESSION_NOT_SAVED
+    assert "No space left on device" in events[-2].data.message
+    reason = events[-1].data.reason
+    assert reason.type == "error" and reason.failure.code == SESSION_NOT_SAVED
+    assert any(entry["event"] == "session still not saved" for entry in logs)
+    assert kinds(store.stored["a-session"]) == ["user/message", "turn/start", "step/start"]
+    store.full = set()  # space returns: the events kept in memory are written
+    adapter.stream = original  # type: ignore[method-assign]
+    agent.send("again")
+    await agent.wait_idle()
+    assert store.stored["a-session"] == list(agent.session.events)
+    assert agent.session.events[-1].data.reason.type == "completed"
+    await h.close()
+
+
+async def test_a_failed_flush_after_the_turn_end_is_logged_after_it() -> None:
+    store = FullDisk("flush")  # writes work, syncs fail
+    h, agent = await run_one_turn(store)
+    events = agent.session.events
+    assert kinds(events)[-2:] == ["turn/end", "error"]
+    assert events[-2].data.reason.type == "completed"  # all was written before the end...
+    assert events[-1].data.code == SESSION_NOT_SAVED  # ...but not made durable
+    await h.hooks.harness_stop(h)
+
+
+async def test_a_claim_that_fails_for_another_reason_says_why_and_forgets_the_session() -> None:
+    async with Harness(load_entrypoints=False, plugins=[FullDisk("checkpoint")]) as h:
+        session = h.sessions.create("s")
+        why = "cannot open session 's' for writing: plugin 'FullDisk' failed in dsh_session_checkp"
+        with pytest.raises(DshError, match=why):
+            await h.sessions.claim(session)
+        assert h.sessions.get("s") is None
+        with pytest.raises(DshError, match=why):  # no longer live: nothing more to forget
+            await h.sessions.claim(session)
+
+
+def test_a_writer_names_its_process_host_and_start() -> None:
+    assert str(Writer(42, "box", 0.0)) == "process 42 on host 'box' (since 1970-01-01 00:00:00 UTC)"
+    busy = SessionBusy("s", None)
+    assert "open for writing by another process (not yet identified)" in str(busy)
+    me = Writer.this_process()
+    assert me.pid == os.getpid() and me.host == socket.gethostname()

@@ -17,11 +17,11 @@ from dsh.testing.stores import KitEvent, SessionStoreContract, event_data, event
 class TestMemoryStore(SessionStoreContract):
     """A "restart" is a new MemoryStore over the same stored sessions (its disk)."""
 
-    disks: dict[Path, tuple[dict[str, Any], dict[str, Any]]] = {}
+    disks: dict[Path, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
 
     def make_store(self, directory: Path) -> object:
         store = MemoryStore()
-        store.stored, store.parents = self.disks.setdefault(directory, ({}, {}))
+        store.stored, store.parents, store.writers = self.disks.setdefault(directory, ({}, {}, {}))
         return store
 
 

@@ -714,3 +714,19 @@ def test_confine_accepts_paths_spelled_through_a_symlinked_workspace(tmp_path: P
     link = tmp_path / "link"
     os.symlink(real, link)
     assert confine(str(link / "a.txt"), link) == real.resolve() / "a.txt"
+
+
+async def test_bytes_are_utf8_text_or_an_error(harness: Harness) -> None:
+    @tool
+    def give_text() -> bytes:
+        return "café".encode()
+
+    @tool
+    def give_binary() -> bytes:
+        return b"\x89PNG"
+
+    harness.tools.register(give_text)
+    harness.tools.register(give_binary)
+    assert text(await run(harness, "give_text", {})) == "café"
+    outcome = await run(harness, "give_binary", {})
+    assert outcome.code == "TOOL_ERROR" and "4 bytes that are not UTF-8 text" in text(outcome)

@@ -40,7 +40,7 @@ from dsh.errors import DshError, LlmError
 from dsh.events import SessionEvent, UserMessage
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
-from dsh.session import Session, SessionSummary
+from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
 
 __all__ = [
     "Hang",
@@ -191,30 +191,56 @@ class MemoryStore:
     """An in-memory session store plugin: what a persistence plugin does, minus the disk.
 
     Events count as stored once a checkpoint or flush ran (``pending`` holds the rest), so a
-    test can "crash" a harness by dropping it and resume another from ``stored``.
+    test can "crash" a harness by dropping it and resume another from ``stored``. Stores that
+    share ``stored``, ``parents`` and ``writers`` act as processes sharing a disk: one writer
+    per session (``writers``: the store holding each session, taken at its first checkpoint or
+    flush, released when it is closed or the harness stops).
     """
 
     def __init__(self) -> None:
         self.stored: dict[str, list[SessionEvent]] = {}
         self.pending: dict[str, list[SessionEvent]] = {}
         self.parents: dict[str, str | None] = {}
+        self.writers: dict[str, tuple[MemoryStore, Writer]] = {}
         self.checkpoints = 0
         self.flushes = 0
+        self._fresh: set[str] = set()
+        self._expected: dict[str, int] = {}
 
     @hookimpl
     def dsh_session_created(self, session: Session) -> None:
-        stored = self.stored.setdefault(session.id, [])
         if session.persisted == 0:  # a new or forked session: its seed is not stored yet
             self.pending[session.id] = [*session.events]
-            self.parents[session.id] = session.parent
-            stored.clear()
+            self._fresh.add(session.id)
+        self._expected[session.id] = session.persisted
 
     @hookimpl
     def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
         self.pending.setdefault(session.id, []).append(event)
 
+    def _claim(self, session: Session) -> None:
+        holder = self.writers.get(session.id)
+        if holder is not None and holder[0] is not self:
+            raise SessionBusy(session.id, holder[1])
+        if session.id in self._fresh and self.pending.get(session.id):
+            # A new session replaces a stored one with its id, at its first write.
+            self.stored[session.id] = []
+            self.parents[session.id] = session.parent
+            self._fresh.discard(session.id)
+            self._expected[session.id] = 0
+        stored = len(self.stored.get(session.id, []))
+        expected = self._expected.get(session.id, stored)
+        if session.id not in self._fresh and session.id in self.stored and stored != expected:
+            raise SessionConflict(session.id, stored, expected)
+        if holder is None:
+            self.writers[session.id] = (self, Writer.this_process())
+
     def _store(self, session: Session) -> None:
-        self.stored.setdefault(session.id, []).extend(self.pending.pop(session.id, []))
+        self._claim(session)
+        if session.id not in self._fresh:
+            events = self.pending.pop(session.id, [])
+            self.stored.setdefault(session.id, []).extend(events)
+            self._expected[session.id] = len(self.stored[session.id])
 
     @hookimpl
     def dsh_session_checkpoint(self, session: Session) -> None:
@@ -225,6 +251,19 @@ class MemoryStore:
     def dsh_session_flush(self, session: Session) -> None:
         self.flushes += 1
         self._store(session)
+
+    @hookimpl
+    def dsh_session_closed(self, session: Session) -> None:
+        self.pending.pop(session.id, None)  # flushed, or refused: nothing more to write
+        self._fresh.discard(session.id)
+        self._expected.pop(session.id, None)
+        if self.writers.get(session.id, (None,))[0] is self:
+            del self.writers[session.id]
+
+    @hookimpl
+    def dsh_harness_stop(self) -> None:
+        for session_id in [k for k, (store, _) in self.writers.items() if store is self]:
+            del self.writers[session_id]
 
     @hookimpl
     def dsh_session_load(self, session_id: str) -> list[SessionEvent] | None:

@@ -16,10 +16,15 @@ store whose writes can be torn by a crash (a file) also implements :meth:`tear`.
 The checks: every event type (core, plugin-registered, and unknown ones kept as raw data)
 round-trips; random event logs round-trip through store and load (hypothesis); a torn tail is
 ignored and cut on the next append; concurrent sessions and concurrent stores on one location
-stay apart; a fork records its parent and stores its seed; a resumed session appends; a crash
-loses nothing checkpointed and ``agent_loop.resume`` closes the open turn; listings are newest
-first, filtered and limited. The async checks need pytest-asyncio. :func:`event_data` and
-:func:`event_logs` are the hypothesis strategies the checks draw from.
+stay apart; a session has one writer — a second store (a second process) cannot resume it or
+replace it while the first holds it, and can once the first closed it, and two stores resuming,
+appending to, checkpointing and closing one session in any order (hypothesis) never both hold
+it and never lose what the holder committed; a writer that loaded a
+session another one has written since gets :class:`~dsh.session.SessionConflict` and stored
+events are never deleted; a fork records its parent and stores its seed; a resumed session
+appends; a crash loses nothing checkpointed and ``agent_loop.resume`` closes the open turn;
+listings are newest first, filtered and limited. The async checks need pytest-asyncio.
+:func:`event_data` and :func:`event_logs` are the hypothesis strategies the checks draw from.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import os
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -36,7 +42,7 @@ from typing import Any, Literal, Union
 import attrs
 import pytest
 from attrs import frozen
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
@@ -46,6 +52,7 @@ from dsh.converter import EventCodec
 from dsh.events import SessionEvent, TurnInterrupted, UserMessage
 from dsh.loop import LoopAgent
 from dsh.request import ToolSchema
+from dsh.session import Session, SessionBusy, SessionConflict
 from dsh.testing import ScriptedAdapter, strategies, text_response, tool_call_response
 
 __all__ = [
@@ -144,6 +151,13 @@ def event_logs(
 
 
 _times = st.floats(0, 4e9, allow_nan=False)
+_ACTIONS = ("resume", "append", "checkpoint", "close")
+#: Every move of the two-writer check once: resumes (one refused, one of a held session), appends
+#: by a holder and by a non-holder, a checkpoint, closes, and a resume after the holder closed.
+_EVERY_MOVE = [
+    (0, "resume"), (1, "resume"), (0, "append"), (1, "append"), (0, "checkpoint"),
+    (0, "resume"), (0, "append"), (0, "close"), (1, "resume"), (1, "close"),
+]  # fmt: skip
 # Every subclass runs the same property tests on its own store: "different executors" is the
 # point of the kit, and a failing example replayed from the database is valid for any store.
 _property = settings(
@@ -316,6 +330,108 @@ class SessionStoreContract(abc.ABC):
         await two.close()
         for session_id, events in live.items():
             assert await self.stored(tmp_path, session_id) == events
+
+    # -- one writer per session -----------------------------------------------------------------
+    @pytest.mark.asyncio
+    async def test_a_session_has_one_writer_until_it_is_closed(self, tmp_path: Path) -> None:
+        one, two = await self.start(tmp_path), await self.start(tmp_path)
+        agent = _agent(one, "a", [text_response("one"), text_response("two")])
+        agent.send("first")
+        await agent.wait_idle()
+        two.llm.register_adapter(["m"], ScriptedAdapter([text_response("three")]))
+        with pytest.raises(SessionBusy, match=f"process {os.getpid()} ") as busy:
+            await two.agent_loop.resume("a-session", AgentOptions(model="m"))
+        assert busy.value.holder is not None and busy.value.holder.pid == os.getpid()
+        # A new session with the live one's id cannot replace it either.
+        fresh = two.sessions.create("a-session")
+        fresh.append("user/message", _user("from the second writer"))
+        with pytest.raises(SessionBusy):
+            await two.sessions.claim(fresh)
+        assert two.sessions.get("a-session") is None  # refused sessions are forgotten
+        agent.send("second")  # the holder goes on, unharmed
+        await agent.wait_idle()
+        events = list(agent.session.events)
+        await agent.dispose()  # closing the session releases it
+        resumed = await two.agent_loop.resume("a-session", AgentOptions(model="m"))
+        resumed.send("third")
+        await resumed.wait_idle()
+        after = list(resumed.session.events)
+        await one.close()
+        await two.close()
+        assert after[: len(events)] == events
+        assert after[len(events)].type == "session/end-seed"
+        assert await self.stored(tmp_path, "a-session") == after
+
+    @pytest.mark.asyncio
+    async def test_a_writer_never_overwrites_what_another_stored_since_it_loaded(
+        self, tmp_path: Path
+    ) -> None:
+        await self.store_log(tmp_path, "shared", [], [("user/message", _user("a"))])
+        late = await self.start(tmp_path)
+        loaded = await late.sessions.load("shared")
+        assert loaded is not None
+        other = await self.start(tmp_path)
+        first = other.sessions.create("shared", loaded, persisted=len(loaded))
+        first.append("user/message", _user("b"))
+        await other.close()
+        second = late.sessions.create("shared", loaded, persisted=len(loaded))
+        with pytest.raises(SessionConflict) as conflict:
+            await late.sessions.claim(second)
+        assert (conflict.value.stored, conflict.value.expected) == (2, 1)
+        again = late.sessions.create("shared", loaded, persisted=len(loaded))
+        again.append("user/message", _user("c"))
+        with pytest.raises(ExceptionGroup) as failed:
+            await again.checkpoint()  # the first write claims too, and fails the same way
+        assert isinstance(getattr(failed.value.exceptions[0], "error", None), SessionConflict)
+        await late.sessions.close(again)
+        await late.close()
+        assert await self.stored(tmp_path, "shared") == list(first.events)
+
+    @settings(_property, max_examples=25)
+    @example(steps=_EVERY_MOVE)
+    @given(steps=st.lists(st.tuples(st.sampled_from((0, 1)), st.sampled_from(_ACTIONS))))
+    def test_two_writers_never_interleave(
+        self, tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[int, str]]
+    ) -> None:
+        """Two harnesses resume, append to, checkpoint and close one session in any order: at
+        most one holds it at a time, and the store always holds exactly what the holder
+        committed last (nothing lost, nothing of the other)."""
+        directory = tmp_path_factory.mktemp("writers")
+
+        async def check() -> None:
+            committed = await self.store_log(directory, "w", [], [("user/message", _user("0"))])
+            harnesses = [await self.start(directory), await self.start(directory)]
+            live: list[Session | None] = [None, None]
+            for who, action in steps:
+                session = live[who]
+                if action == "resume" and session is None:
+                    live[who] = await self._resume_unless_held(harnesses[who], live[1 - who])
+                elif action == "append" and session is not None:
+                    session.append("user/message", _user(f"by {who}"))
+                elif action != "resume" and session is not None:
+                    if action == "checkpoint":
+                        await session.checkpoint()
+                    else:
+                        await harnesses[who].sessions.close(session)
+                        live[who] = None
+                    committed = list(session.events)
+                assert await self.stored(directory, "w") == committed
+            for harness in harnesses:
+                await harness.close()
+
+        asyncio.run(check())
+
+    async def _resume_unless_held(self, harness: Harness, other: Session | None) -> Session | None:
+        loaded = await harness.sessions.load("w")
+        assert loaded is not None
+        session = harness.sessions.create("w", loaded, persisted=len(loaded))
+        try:
+            await harness.sessions.claim(session)
+        except SessionBusy:
+            assert other is not None, "refused although nobody held the session"
+            return None
+        assert other is None, "two writers hold one session"
+        return session
 
     # -- fork, resume ----------------------------------------------------------------------------
     @pytest.mark.asyncio

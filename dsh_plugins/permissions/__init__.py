@@ -19,8 +19,15 @@ from attrs import frozen
 
 from dsh.errors import DshError
 from dsh.markers import hookimpl
-from dsh.tools import ToolExecution, ToolOutcome
-from dsh_plugins.permissions.policy import Decision, PermissionsConfig, Rule, decide, denial
+from dsh.tools import Effect, ToolExecution, ToolOutcome
+from dsh_plugins.permissions.policy import (
+    Decision,
+    PermissionsConfig,
+    Rule,
+    decide,
+    denial,
+    summary,
+)
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -78,6 +85,8 @@ class PermissionsPlugin:
     ) -> None:
         self._harness = harness
         register(SECTION, PermissionsConfig)
+        # This middleware is the policy: the registry stops denying what it would deny alone.
+        harness.tools.install_policy(SECTION)
 
     @hookimpl
     def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -114,6 +123,11 @@ class PermissionsPlugin:
         _append(execution, ASKED, data)
         approved = await harness.hooks.tools_approve(execution, asking.reason)
         return Decision("allow" if approved else "deny", "approver", asking.reason)
+
+    def describe_tool(self, name: str, effect: Effect) -> str:
+        """What this policy does with calls of tool ``name`` (``dsh tools`` shows it)."""
+        config = self._require_harness().config.section(SECTION, PermissionsConfig)
+        return summary(config, name, effect)
 
     def _require_harness(self) -> Harness:
         if self._harness is None:

@@ -20,15 +20,16 @@ the first string argument among ``command``, ``path``, ``pattern`` and ``url`` (
 of ``shell``, the path of ``write_file``, the pattern of ``glob``). Globs use ``*``, ``?`` and
 ``[...]``, and ``*`` matches anything, spaces and slashes included.
 
-Commands (tools whose effect is ``execute``) are matched warily: an ``allow`` rule only allows a
-simple command (no ``;``, ``&``, ``|``, redirection, subshell or substitution) that it matches
-as a whole, so ``git *`` never allows ``git log; rm -rf ~``; a ``deny`` or ``ask`` rule matches
-if the whole command or any simple command inside it matches.
+Commands (tools whose effect is ``execute``) are matched as words, warily (see
+:mod:`dsh_plugins.permissions.commands`): an ``allow`` rule only allows a simple command (no
+``;``, ``&``, ``|``, redirection, subshell or substitution) that it matches word for word as
+written, without a wrapper, path or assignment in front and without an option that runs other
+programs or writes files (``git -c``, ``find -exec``, ``sed -i``...); a ``deny`` or ``ask``
+rule matches if any simple command inside, looked through wrappers and paths, matches.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -37,6 +38,7 @@ from typing import Any, Literal
 from attrs import frozen
 
 from dsh.tools import Effect, ToolError, confine
+from dsh_plugins.permissions import commands
 
 __all__ = [
     "SUBJECT_ARGUMENTS",
@@ -48,6 +50,7 @@ __all__ = [
     "decide",
     "denial",
     "subject_of",
+    "summary",
 ]
 
 Mode = Literal["read-only", "workspace-write", "full"]
@@ -67,16 +70,16 @@ _DOES = {
     "execute": "runs commands",
     "other": "does something dsh cannot classify",
 }
-_COMPOUND = re.compile(r"&&|\|\||\$\(|[;&|<>()`{}\n]")
 
 
 @frozen
 class Rule:
-    """One rule, e.g. ``{tool = "shell", match = "git *", action = "allow"}``: calls of a tool
+    """One rule, e.g. ``{tool = "shell", match = "git status", action = "allow"}``: calls of a tool
     whose name matches the glob ``tool``, and whose subject (its ``command``, ``path``,
-    ``pattern`` or ``url`` argument) matches the glob ``match``, get ``action``. An ``allow``
-    rule for a command allows only a simple command (no ``;``, ``&``, ``|``, redirection or
-    substitution); a ``deny`` or ``ask`` rule also matches any command inside a compound one."""
+    ``pattern`` or ``url`` argument) matches the glob ``match``, get ``action``. For commands,
+    ``match`` is matched word by word (a last word ``*`` stands for any rest): an ``allow``
+    rule allows only a simple command as written, without options that run programs or write
+    files; a ``deny`` or ``ask`` rule matches any command inside, through wrappers and paths."""
 
     action: Action
     tool: str = "*"
@@ -92,7 +95,8 @@ class PermissionsConfig:
     call decides; without one, ``mode`` decides by what the tool declares it does: in
     ``read-only`` reads run, writes and commands are denied; in ``workspace-write`` reads and
     writes inside the workspace run, commands ask; in ``full`` everything runs. Tools that
-    declare no effect ask in every mode but ``full``."""
+    declare no effect run, except in ``read-only``, where they ask. Without this plugin the core
+    reads ``mode`` alone and denies writes and commands unless it is ``full``."""
 
     mode: Mode = "workspace-write"
     rules: tuple[Rule, ...] = ()
@@ -121,9 +125,25 @@ def decide(
 ) -> Decision:
     """The decision for calling ``tool`` (which declares ``effect``) with ``args``."""
     subject = subject_of(args)
+    refusals: list[str] = []
     for number, rule in enumerate(config.rules, 1):
-        if _matches(rule, tool, effect, subject):
+        if not fnmatchcase(tool, rule.tool):
+            continue
+        refusal = _refusal(rule, effect, subject)
+        if refusal is None:
             return Decision(rule.action, "rule", f"rule {number} of [permissions], {rule}, applies")
+        if refusal:
+            refusals.append(f"rule {number} does not allow it: {refusal}")
+    decision = _by_mode(config, tool, effect, args, workspace)
+    if refusals:
+        reason = f"{decision.reason} ({'; '.join(refusals)})"
+        return Decision(decision.action, decision.by, reason)
+    return decision
+
+
+def _by_mode(
+    config: PermissionsConfig, tool: str, effect: Effect, args: Any, workspace: Path
+) -> Decision:
     action = _MODES[config.mode][effect]
     reason = f'{tool} {_DOES[effect]} and the permissions mode is "{config.mode}"'
     if action == "allow" and effect == "write" and config.mode == "workspace-write":
@@ -153,17 +173,25 @@ def denial(decision: Decision, tool: str) -> str:
     )
 
 
-def _matches(rule: Rule, tool: str, effect: Effect, subject: str) -> bool:
-    if not fnmatchcase(tool, rule.tool):
-        return False
+def _refusal(rule: Rule, effect: Effect, subject: str) -> str | None:
+    """``None`` if ``rule`` (whose tool glob matched) applies to the call; else why not: an
+    empty string when its ``match`` does not match, a reason when it matches an allow rule's
+    words but the call uses a form the rule cannot vouch for."""
     if rule.match == "*":
-        return True
+        return None
     if effect != "execute":
-        return fnmatchcase(subject, rule.match)
-    if rule.action == "allow":
-        return not _COMPOUND.search(subject) and fnmatchcase(subject.strip(), rule.match)
-    parts = [subject.strip(), *(part.strip() for part in _COMPOUND.split(subject))]
-    return any(fnmatchcase(part, rule.match) for part in parts if part)
+        return None if fnmatchcase(subject, rule.match) else ""
+    pattern = commands.words(rule.match) or rule.match.split()
+    if rule.action != "allow":
+        parts = [subject.strip(), *(part.strip() for part in commands.split_compound(subject))]
+        found = any(fnmatchcase(part, rule.match) for part in parts if part) or any(
+            commands.matches_words(pattern, argv) for argv in commands.simple_commands(subject)
+        )
+        return None if found else ""
+    argv = commands.words(subject)
+    if commands.compound(subject) or not argv or not commands.matches_words(pattern, argv):
+        return ""
+    return commands.allow_refusal(pattern, argv)
 
 
 def _outside_workspace(args: Any, workspace: Path) -> str | None:
@@ -175,3 +203,28 @@ def _outside_workspace(args: Any, workspace: Path) -> str | None:
     except ToolError:
         return path
     return None
+
+
+def summary(config: PermissionsConfig, tool: str, effect: Effect) -> str:
+    """What the policy does with calls of ``tool`` before seeing their arguments (for ``dsh
+    tools``): the first rule for every call of it, else the mode; rules that look at the
+    arguments are named, since they may decide some calls."""
+    conditional: list[str] = []
+    for number, rule in enumerate(config.rules, 1):
+        if not fnmatchcase(tool, rule.tool):
+            continue
+        if rule.match == "*":
+            return _and_rules(f"{rule.action} (rule {number})", conditional)
+        conditional.append(str(number))
+    action = _MODES[config.mode][effect]
+    verdict = f"{action} ({config.mode} mode)"
+    if action == "allow" and effect == "write" and config.mode == "workspace-write":
+        verdict = f"allow in the workspace, ask outside ({config.mode} mode)"
+    return _and_rules(verdict, conditional)
+
+
+def _and_rules(verdict: str, numbers: list[str]) -> str:
+    if not numbers:
+        return verdict
+    rules = "rule" if len(numbers) == 1 else "rules"
+    return f"{verdict}; {rules} {', '.join(numbers)} may decide some calls"

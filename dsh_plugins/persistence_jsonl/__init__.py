@@ -3,7 +3,9 @@
 Buffers each event in ``dsh_session_event`` (cheap: the loop's hot path), hands the buffer to
 the operating system at every ``dsh_session_checkpoint`` (before each model request and tool
 call) and fsyncs it at every ``dsh_session_flush`` (turn end, harness close) — configurable with
-``fsync``. Loads and lists stored sessions for resume and fork. Configured by section
+``fsync``. One writer per session: the first checkpoint or flush takes an OS file lock beside
+the session file (:mod:`dsh_plugins.persistence_jsonl.lock`), held until the session is closed.
+Loads and lists stored sessions for resume and fork. Configured by section
 ``persistence_jsonl``; see ``docs/plugins/persistence_jsonl.md``.
 """
 
@@ -75,13 +77,23 @@ def file_name(session_id: str) -> str:
 
 
 def read_session(path: Path, codec: EventCodec) -> list[SessionEvent]:
-    """The events stored in ``path``; a torn final line is ignored."""
+    """The events stored in ``path``; a torn final line is ignored. A file with fewer events
+    than its header says a flush made durable lost lines: an error, never a short log."""
     lines = path.read_bytes().split(b"\n")
     complete = lines[:-1]  # the last piece is empty, or a line torn by a crash
     if not complete:
         return []
-    parse_header(complete[0], path)
-    return decode_lines(complete[1:], codec, path)
+    header = parse_header(complete[0], path)
+    events = decode_lines(complete[1:], codec, path)
+    flushed = header.get("events", 0)
+    if len(events) < flushed:
+        raise DshError(
+            f"{path}: session {header.get('id')!r} holds {len(events)} event(s) but its header "
+            f"says {flushed} were written: the file lost lines (damage, or an outside edit). "
+            "Restore it from a backup; to accept the loss, set the header's events to "
+            f"{len(events)}"
+        )
+    return events
 
 
 def _summary(path: Path, updated: float) -> SessionSummary | None:

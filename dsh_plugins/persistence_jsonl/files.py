@@ -9,14 +9,16 @@ from pathlib import Path
 from dsh.converter import EventCodec
 from dsh.errors import DshError
 from dsh.events import SessionEvent
-from dsh.session import Session
+from dsh.session import Session, SessionConflict
 from dsh_plugins.persistence_jsonl.format import (
     COUNT_WIDTH,
     count_offset,
     encode_events,
     header_line,
+    next_seq,
     title_of,
 )
+from dsh_plugins.persistence_jsonl.lock import WriterLock, lock_path
 
 __all__ = ["SessionFile", "first_line", "last_line_end"]
 
@@ -57,13 +59,25 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
+def _stored_count(fd: int, header_end: int, size: int, path: Path) -> int:
+    """How many events the complete lines after the header hold (the seq after the last)."""
+    if size == header_end:
+        return 0
+    start = last_line_end(fd, size - 1)
+    return next_seq(os.pread(fd, size - start, start), path)
+
+
 class SessionFile:
     """The file of one live session.
 
-    Events wait in ``pending`` until :meth:`write` hands them to the operating system. A session
-    that was loaded from this file (``persisted > 0``) is appended to, after cutting a line torn
-    by a crash; any other session (new, forked, or loaded from another store) writes a new file,
-    seed events included. The header's event count is rewritten in place by :meth:`sync_count`.
+    :meth:`claim` takes the session's writer lock (at the first checkpoint or flush); a session
+    another process holds raises :class:`~dsh.session.SessionBusy`. Events wait in ``pending``
+    until :meth:`write` hands them to the operating system. A session that was loaded from this
+    file (``persisted > 0``) is appended to, after cutting a line torn by a crash — if the file
+    still holds exactly the events it was loaded with; if not, another writer changed it and
+    :class:`~dsh.session.SessionConflict` is raised, the file untouched. Any other session (new,
+    forked, or loaded from another store) writes a new file, seed events included. The header's
+    event count (that of the last flush) is rewritten in place by :meth:`sync_count`.
     """
 
     def __init__(self, path: Path, session: Session, codec: EventCodec) -> None:
@@ -79,12 +93,32 @@ class SessionFile:
         self._count_at: int | None = None
         self._created = False
         self._unsynced = False
+        self._lock: WriterLock | None = None
+
+    def claim(self) -> None:
+        """Take the writer lock (if not held yet) and open a resumed session's file, checking
+        that it holds what the session was loaded with."""
+        if self._lock is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = WriterLock.acquire(lock_path(self.path), self.session.id)
+        except OSError as exc:
+            raise DshError(f"cannot open session file {self.path} for writing: {exc}") from exc
+        try:
+            if self.session.persisted:
+                self._fd = self._open_for_append()
+        except BaseException:
+            lock.release()
+            raise
+        self._lock = lock
 
     def write(self) -> None:
         """Hand the pending events to the operating system (no fsync)."""
+        self.claim()
         if not self.pending:
             return
-        fd = self._fd if self._fd is not None else self._open()
+        fd = self._fd if self._fd is not None else self._create()
         data = self._header + encode_events(self.pending, self.codec).encode()
         try:
             _write_all(fd, data, self._size)
@@ -124,43 +158,57 @@ class SessionFile:
             self._created = False
 
     def close(self) -> None:
-        if self._fd is not None:
-            self.sync_count()
-            os.close(self._fd)
-            self._fd = None
+        """Close the file and release the writer lock."""
+        try:
+            if self._fd is not None:
+                self.sync_count()
+                os.close(self._fd)
+                self._fd = None
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     # -- opening ---------------------------------------------------------------------------
-    def _open(self) -> int:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = self._open_for_append() if self.session.persisted else None
-            if fd is None:
-                fd = self._create()
-        except OSError as exc:
-            raise DshError(f"cannot open session file {self.path}: {exc}") from exc
-        self._fd = fd
-        return fd
-
     def _open_for_append(self) -> int | None:
-        """The stored file, its torn tail cut, or ``None`` when it must be written anew."""
+        """The stored file, its torn tail cut; ``None`` when it holds no event (none, or a
+        header torn by a crash: the session was loaded from another store, and is written
+        anew — which loses nothing)."""
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
-        header = first_line(fd)
-        if header is None:
+        except OSError as exc:
+            raise DshError(f"cannot open session file {self.path}: {exc}") from exc
+        try:
+            header = first_line(fd)
+            size = last_line_end(fd, os.fstat(fd).st_size) if header is not None else 0
+            stored = 0 if header is None else _stored_count(fd, len(header), size, self.path)
+            if stored and stored != self.session.persisted:
+                raise SessionConflict(
+                    self.session.id, stored, self.session.persisted, f" ({self.path})"
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        if header is None or not stored:
             os.close(fd)
             return None
-        self._size = last_line_end(fd, os.fstat(fd).st_size)
-        os.ftruncate(fd, self._size)
+        os.ftruncate(fd, size)
+        self._size = size
         self._count_at = count_offset(header)
         return fd
 
     def _create(self) -> int:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise DshError(f"cannot open session file {self.path}: {exc}") from exc
+        self._fd = fd
         self.pending = list(self.session.events)
         self._count = 0
-        self._count_shown = len(self.pending)  # what the header says once this write is done
+        # The count says what a flush made sure of: 0 until the first one rewrites it.
+        self._count_shown = 0
         self._header = header_line(self.session, title_of(self.pending), self._count_shown)
         self._count_at = count_offset(self._header)
         self._size = 0

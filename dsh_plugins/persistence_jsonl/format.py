@@ -33,6 +33,7 @@ __all__ = [
     "decode_lines",
     "encode_events",
     "header_line",
+    "next_seq",
     "parse_header",
     "title_of",
 ]
@@ -184,6 +185,16 @@ def _decode_line(line: bytes, codec: EventCodec) -> list[SessionEvent]:
             raise ValueError(f"unknown packed run {raw['packed']!r}")
         return list(_unpack(raw))
     return [codec.decode(raw)]
+
+
+def next_seq(line: bytes, path: Path) -> int:
+    """The seq that follows the event(s) of event ``line``: how many events a file holds whose
+    last line it is. Reads only the seq (and a packed run's length), not the events."""
+    try:
+        row = json.loads(line)
+        return int(row["seq"]) + (len(row["texts"]) if "packed" in row else 1)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise DshError(f"{path}: the last event line is corrupt: {exc!r}") from exc
 
 
 def decode_lines(

@@ -3,9 +3,10 @@ thousands of sessions — listing and searching read one indexed table, never th
 
 The same contract as ``persistence_jsonl``: events are buffered in ``dsh_session_event``; each
 checkpoint and each flush writes the buffer in one transaction; ``fsync`` chooses when a commit
-is also synced to disk (SQLite's ``synchronous`` pragma). Off by default: enable it with
-``[persistence_sqlite] enabled = true`` (and usually ``[persistence_jsonl] enabled = false``).
-See ``docs/plugins/persistence_sqlite.md``.
+is also synced to disk (SQLite's ``synchronous`` pragma). One writer per session: a lease row in
+table ``writers``, taken and renewed in the transactions that write (see :class:`Lease`). Off by
+default: enable it with ``[persistence_sqlite] enabled = true`` (and usually
+``[persistence_jsonl] enabled = false``). See ``docs/plugins/persistence_sqlite.md``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from __future__ import annotations
 import json
 import json.encoder
 import os
+import secrets
+import socket
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import structlog
 from attrs import frozen
 
 from dsh.content import text_of
@@ -26,16 +30,27 @@ from dsh.converter import EventCodec, dumps
 from dsh.errors import DshError
 from dsh.events import SessionEvent, UserMessage
 from dsh.markers import hookimpl
-from dsh.session import Session, SessionSummary
+from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
 
-__all__ = ["SCHEMA_VERSION", "SECTION", "Fsync", "SqliteConfig", "SqliteStore", "default_path"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SECTION",
+    "Fsync",
+    "Lease",
+    "SqliteConfig",
+    "SqliteStore",
+    "default_path",
+    "process_alive",
+]
 
 SECTION = "persistence_sqlite"
-SCHEMA_VERSION = 1
+#: 2 added table ``writers`` (the leases); a version-1 database is upgraded on open.
+SCHEMA_VERSION = 2
 Fsync = Literal["turn", "checkpoint", "never"]
+log = structlog.get_logger("dsh_plugins.persistence_sqlite")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -56,6 +71,15 @@ CREATE TABLE IF NOT EXISTS events (
     data       TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS writers (
+    session_id TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    started    INTEGER,
+    host       TEXT NOT NULL,
+    since      REAL NOT NULL,
+    renewed    REAL NOT NULL
+);
 """
 
 _UPSERT = """
@@ -72,23 +96,104 @@ WHERE :query IS NULL OR instr(id, :query) > 0 OR instr(title, :query) > 0
 ORDER BY updated DESC LIMIT :limit
 """
 _TITLE_CHARS = 120
+_DAMAGED = "check it with PRAGMA integrity_check; restore it from a backup"
 
 
 @frozen
 class SqliteConfig:
     """Section ``persistence_sqlite``. ``path`` defaults to ``$XDG_DATA_HOME/dsh/sessions.db``.
     ``fsync``: commits are synced at ``turn`` end (checkpoints commit without a sync, which a
-    killed process survives), at every ``checkpoint``, or ``never``."""
+    killed process survives), at every ``checkpoint``, or ``never``. ``quick_check`` runs
+    ``PRAGMA quick_check`` when the database is opened (its cost grows with the database).
+    ``lease_seconds``: how long a lease held from another host lasts without a commit."""
 
     enabled: bool = False
     path: str = ""
     fsync: Fsync = "turn"
+    quick_check: bool = False
+    lease_seconds: float = 3600.0
+
+
+#: Where :func:`process_alive` reads a process's state and start time (Linux).
+PROC = Path("/proc")
+
+
+def _process_stat(pid: int) -> tuple[str, int] | None:
+    """``(state, start time in clock ticks after boot)`` of ``pid`` from ``/proc``, or ``None``
+    where there is no ``/proc``."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # the name before ")" may hold spaces
+    return fields[0], int(fields[19])
+
+
+def process_alive(pid: int, started: int | None) -> bool:
+    """Whether process ``pid`` of this host runs — the one that took a lease when ``started``
+    (its start time) is known, not a later process given the same id. A zombie is dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    stat = _process_stat(pid)
+    if stat is None:
+        return True
+    state, start = stat
+    return state != "Z" and (started is None or start == started)
+
+
+@frozen
+class Lease:
+    """A session's writer lease, as the ``writers`` row holds it.
+
+    The holder takes it in the transaction of its first write and renews it (``renewed``) in
+    every later one. Another store may take it over when the holder is gone: on the same host
+    when the holder's process is no longer alive (at once, after a crash); from another host,
+    where liveness cannot be checked, when the lease was not renewed for ``lease_seconds``. A
+    holder whose lease was taken over fails its next write with :class:`SessionBusy`: the check
+    runs in the same transaction as the write, so nothing it wrote is ever interleaved.
+    """
+
+    owner: str
+    pid: int
+    started: int | None
+    host: str
+    since: float
+    renewed: float
+
+    def stale(self, now: float, lease_seconds: float) -> bool:
+        if self.host == socket.gethostname():
+            return not process_alive(self.pid, self.started)
+        return now - self.renewed > lease_seconds
+
+    def writer(self) -> Writer:
+        return Writer(self.pid, self.host, self.since)
 
 
 def default_path() -> Path:
     """``$XDG_DATA_HOME/dsh/sessions.db``, read now."""
     data_home = os.environ.get("XDG_DATA_HOME") or os.path.join("~", ".local", "share")
     return Path(data_home).expanduser() / "dsh" / "sessions.db"
+
+
+def _started_self() -> int | None:
+    stat = _process_stat(os.getpid())
+    return None if stat is None else stat[1]
+
+
+def _quick_check(db: sqlite3.Connection, path: Path) -> None:
+    """``PRAGMA quick_check``, or an error naming the damage."""
+    problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        db.close()
+        raise DshError(
+            f"{path}: the session database is damaged (PRAGMA quick_check: "
+            f"{'; '.join(problems[:3])}); restore it from a backup, or rescue what is left with "
+            "the sqlite3 shell's .recover"
+        )
 
 
 def _title(events: Sequence[SessionEvent]) -> str:
@@ -101,15 +206,17 @@ def _title(events: Sequence[SessionEvent]) -> str:
 class _Pending:
     """The events of one live session not yet committed, and what the database holds of it."""
 
-    __slots__ = ("events", "fresh", "session", "stored")
+    __slots__ = ("events", "fresh", "leased", "session", "stored")
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.events: list[SessionEvent] = list(session.events[session.persisted :])
         self.stored = session.persisted
-        #: Not written yet: a new session replaces a stored one with its id; a resumed one is
-        #: checked to be there.
+        #: Nothing written yet: a new session replaces a stored one with its id at its first
+        #: write; a resumed one is checked to hold what it was loaded with at every write.
         self.fresh = True
+        #: This store holds the session's lease.
+        self.leased = False
 
 
 class SqliteStore:
@@ -126,6 +233,11 @@ class SqliteStore:
         self._synchronous = ""
         self._codec = EventCodec()
         self._pending: dict[str, _Pending] = {}
+        self._quick_check = False
+        self._lease_seconds = 3600.0
+        #: Tells this store's leases from those of other stores, in this process or another.
+        self._owner = secrets.token_hex(8)
+        self._started = _started_self()
 
     # -- lifetime --------------------------------------------------------------------------
     @hookimpl
@@ -137,6 +249,8 @@ class SqliteStore:
         config = harness.config.section(SECTION, SqliteConfig)
         self._codec = harness.events
         self.fsync = self._explicit_fsync or config.fsync
+        self._quick_check = config.quick_check
+        self._lease_seconds = config.lease_seconds
         if not (config.enabled or self._explicit_path):
             return
         configured = Path(os.path.expandvars(config.path)).expanduser() if config.path else None
@@ -147,13 +261,18 @@ class SqliteStore:
         it, loudly, rather than the harness start, where failures are only logged)."""
         if self._db is None:
             assert self.path is not None
-            self._db = self._connect(self.path)
+            self._db = self._connect(self.path, self._quick_check)
         return self._db
 
     @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
+    def _connect(path: Path, quick_check: bool) -> sqlite3.Connection:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            # Created private, like the JSONL files (SQLite gives its -wal and -shm the same mode).
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        except OSError as exc:
+            raise DshError(f"cannot open session database {path}: {exc}") from exc
+        try:
             db = sqlite3.connect(path, isolation_level=None)
             db.execute("PRAGMA busy_timeout = 5000")
             db.execute("PRAGMA journal_mode = WAL")
@@ -164,6 +283,8 @@ class SqliteStore:
                     f"{path}: session database schema {version} is newer than this dsh reads "
                     f"({SCHEMA_VERSION}); upgrade dsh"
                 )
+            if quick_check:
+                _quick_check(db, path)
             db.executescript(SCHEMA)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.Error as exc:
@@ -173,9 +294,18 @@ class SqliteStore:
     @hookimpl
     def dsh_harness_stop(self) -> None:
         if self._db is not None:
+            self._release(self._db, "owner = ?", (self._owner,))
             self._db.close()
             self._db = None
         self._pending.clear()
+
+    def _release(self, db: sqlite3.Connection, where: str, args: tuple[str, ...]) -> None:
+        """Drop leases of this store (a failure is logged: a lease left behind is taken over
+        once this process has ended)."""
+        try:
+            db.execute(f"DELETE FROM writers WHERE {where}", args)
+        except sqlite3.Error as exc:
+            log.warning("cannot release session leases", path=str(self.path), error=str(exc))
 
     # -- writing ---------------------------------------------------------------------------
     @hookimpl
@@ -193,7 +323,9 @@ class SqliteStore:
 
     @hookimpl
     def dsh_session_closed(self, session: Session) -> None:
-        self._pending.pop(session.id, None)
+        pending = self._pending.pop(session.id, None)
+        if pending is not None and pending.leased and self._db is not None:
+            self._release(self._db, "session_id = ? AND owner = ?", (session.id, self._owner))
 
     @hookimpl
     def dsh_session_checkpoint(self, session: Session) -> None:
@@ -204,31 +336,66 @@ class SqliteStore:
         self._commit(session, sync=self.fsync != "never")
 
     def _commit(self, session: Session, sync: bool) -> None:
-        """Write the session's pending events in one transaction."""
+        """Write the session's pending events in one transaction that also takes or renews its
+        lease (the first one claims the session even with nothing to write)."""
         pending = self._pending.get(session.id)
-        if pending is None or not pending.events:
+        if pending is None or (pending.leased and not pending.events):
             return
         db = self._connection()
         self._set_synchronous(db, "FULL" if sync else "OFF" if self.fsync == "never" else "NORMAL")
         try:
             db.execute("BEGIN IMMEDIATE")
+            self._lease(db, session.id)
             self._write(db, pending)
             db.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, DshError) as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
+            if isinstance(exc, DshError):
+                raise
             raise DshError(f"cannot write session {session.id!r} to {self.path}: {exc}") from exc
-        pending.stored += len(pending.events)
-        pending.events.clear()
-        pending.fresh = False
+        pending.leased = True
+        if pending.events:
+            pending.stored += len(pending.events)
+            pending.events.clear()
+            pending.fresh = False
+
+    def _lease(self, db: sqlite3.Connection, session_id: str) -> None:
+        """Take or renew this store's lease on ``session_id`` (inside the write transaction), or
+        raise :class:`SessionBusy` naming the live holder."""
+        now = time.time()
+        row = db.execute(
+            "SELECT owner, pid, started, host, since, renewed FROM writers WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        held = None if row is None else Lease(*row)
+        if held is not None and held.owner == self._owner:
+            db.execute("UPDATE writers SET renewed = ? WHERE session_id = ?", (now, session_id))
+            return
+        if held is not None and not held.stale(now, self._lease_seconds):
+            raise SessionBusy(session_id, held.writer(), f" (lease in {self.path})")
+        db.execute(
+            "INSERT OR REPLACE INTO writers VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (session_id, self._owner, os.getpid(), self._started, socket.gethostname(), now, now),
+        )
 
     def _write(self, db: sqlite3.Connection, pending: _Pending) -> None:
         session = pending.session
-        if pending.fresh and not self._resumable(db, pending):
+        row = db.execute("SELECT events FROM sessions WHERE id = ?", (session.id,)).fetchone()
+        if pending.fresh and (not session.persisted or row is None):
+            # A new session replaces a stored one with its id; a session loaded from another
+            # store is written whole. Not before it has events: an empty one replaces nothing.
+            if not session.events:
+                return
             db.execute("DELETE FROM events WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
             pending.events = list(session.events)
             pending.stored = 0
+        elif (0 if row is None else row[0]) != pending.stored:
+            where = f" (in {self.path})"
+            raise SessionConflict(session.id, 0 if row is None else row[0], pending.stored, where)
+        if not pending.events:
+            return
         encode = self._codec.encode
         db.executemany(
             "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
@@ -245,15 +412,6 @@ class SqliteStore:
         )
         db.execute(_UPSERT, row)
 
-    @staticmethod
-    def _resumable(db: sqlite3.Connection, pending: _Pending) -> bool:
-        """Whether this database holds the stored part of a resumed session."""
-        if not pending.session.persisted:
-            return False
-        query = "SELECT events FROM sessions WHERE id = ?"
-        row = db.execute(query, (pending.session.id,)).fetchone()
-        return row is not None and row[0] == pending.session.persisted
-
     def _set_synchronous(self, db: sqlite3.Connection, level: str) -> None:
         if level != self._synchronous:
             db.execute(f"PRAGMA synchronous = {level}")
@@ -265,7 +423,24 @@ class SqliteStore:
         if self.path is None:
             return None
         db = self._connection()
-        if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        try:
+            return self._load(db, session_id)
+        except sqlite3.Error as exc:
+            raise DshError(
+                f"{self.path}: cannot read session {session_id!r}: {exc} ({_DAMAGED})"
+            ) from exc
+
+    def _load(self, db: sqlite3.Connection, session_id: str) -> list[SessionEvent] | None:
+        """The events, checked against the count the session's row holds: damage that lost
+        rows is an error that names the session, never a shorter log."""
+        row = db.execute("SELECT events FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            orphan = "SELECT 1 FROM events WHERE session_id = ? LIMIT 1"
+            if db.execute(orphan, (session_id,)).fetchone() is not None:
+                raise DshError(
+                    f"{self.path}: session {session_id!r} has events but no session row: "
+                    f"the database is damaged ({_DAMAGED})"
+                )
             return None
         rows = db.execute(
             "SELECT seq, time, type, data FROM events WHERE session_id = ? ORDER BY seq",
@@ -278,8 +453,18 @@ class SqliteStore:
                 raise DshError(
                     f"{self.path}: session {session_id!r} misses the event with seq {len(events)}"
                 )
-            events.append(
-                decode({"type": type_, "seq": seq, "time": time_, "data": json.loads(data)})
+            try:
+                raw = {"type": type_, "seq": seq, "time": time_, "data": json.loads(data)}
+                events.append(decode(raw))
+            except Exception as exc:
+                raise DshError(
+                    f"{self.path}: session {session_id!r}: the event with seq {seq} is "
+                    f"unreadable: {exc}"
+                ) from exc
+        if len(events) != row[0]:
+            raise DshError(
+                f"{self.path}: session {session_id!r} holds {len(events)} event(s) but "
+                f"{row[0]} were written: the database is damaged ({_DAMAGED})"
             )
         return events
 

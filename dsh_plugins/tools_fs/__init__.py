@@ -60,7 +60,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         root = execution.workspace
         target = confine(path, root)
         return await asyncio.to_thread(
-            files.write_text, target, files.display(target, root), content
+            files.write_text, target, files.display(target, root), content, root
         )
 
     @tool(effect="write")
@@ -76,7 +76,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         root = execution.workspace
         target = confine(path, root)
         name = files.display(target, root)
-        return await asyncio.to_thread(files.edit_text, target, name, old, new)
+        return await asyncio.to_thread(files.edit_text, target, name, old, new, root)
 
     @tool(effect="read", concurrency_safe=True)
     async def list_dir(path: str = ".", *, execution: ToolExecution) -> str:
@@ -111,7 +111,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
-        return await asyncio.to_thread(files.grep_paths, root, target, pattern, config)
+        return await files.grep_paths(root, target, pattern, config)
 
     return [read_file, write_file, edit_file, list_dir, glob, grep]
 

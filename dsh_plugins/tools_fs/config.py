@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from attrs import frozen
+from attrs import field, frozen
+
+from dsh.config import at_least
 
 __all__ = ["SECTION", "FsConfig"]
 
@@ -17,15 +19,15 @@ class FsConfig:
     each line cut at ``max_line_chars``; ``list_dir`` and ``glob`` list at most ``max_entries``
     paths; ``grep`` reports at most ``max_matches`` lines and skips files larger than
     ``max_grep_file_bytes``. ``glob`` and ``grep`` do not descend into directories named in
-    ``ignore``.
+    ``ignore``. Every cap is 1 or more.
     """
 
-    max_lines: int = 2000
-    max_line_chars: int = 2000
-    max_output_bytes: int = 100_000
-    max_entries: int = 1000
-    max_matches: int = 200
-    max_grep_file_bytes: int = 5_000_000
+    max_lines: int = field(default=2000, validator=at_least(1))
+    max_line_chars: int = field(default=2000, validator=at_least(1))
+    max_output_bytes: int = field(default=100_000, validator=at_least(1))
+    max_entries: int = field(default=1000, validator=at_least(1))
+    max_matches: int = field(default=200, validator=at_least(1))
+    max_grep_file_bytes: int = field(default=5_000_000, validator=at_least(1))
     ignore: tuple[str, ...] = (
         ".git",
         ".hg",

@@ -1,21 +1,29 @@
 """The file operations behind the tools: blocking functions on paths already confined to the
-workspace (the tools run them in a worker thread). Each failure is a :class:`ToolError` whose
+workspace (the tools run them in a worker thread; ``grep`` runs its search in a worker process
+it can kill, see :mod:`~dsh_plugins.tools_fs.search`). Each failure is a :class:`ToolError` whose
 message tells the model what went wrong and what to do instead. ``name`` is the path as the
 model should see it (relative to the workspace)."""
 
 from __future__ import annotations
 
+import asyncio
+import codecs
 import contextlib
 import itertools
+import json
 import os
-import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from dsh.tools import ToolError
+from dsh_plugins.tools_fs import search
 from dsh_plugins.tools_fs.config import FsConfig
 from dsh_plugins.tools_fs.patterns import glob_regex
+from dsh_plugins.tools_fs.replace import replace_file
+from dsh_plugins.tools_fs.search import BINARY_PROBE, cut
+from dsh_plugins.tools_fs.search import is_binary as _is_binary
 
 __all__ = [
     "display",
@@ -27,9 +35,6 @@ __all__ = [
     "read_text",
     "write_text",
 ]
-
-#: How much of a file is probed for NUL bytes to tell binary from text.
-BINARY_PROBE = 8192
 
 
 def display(path: Path, root: Path) -> str:
@@ -45,10 +50,6 @@ def os_errors(action: str, name: str) -> Iterator[None]:
         yield
     except OSError as exc:
         raise ToolError(f"cannot {action} {name}: {exc.strerror or exc}", "OS_ERROR") from exc
-
-
-def _is_binary(probe: bytes) -> bool:
-    return b"\0" in probe
 
 
 def _require_file(path: Path, name: str) -> None:
@@ -100,10 +101,10 @@ def _numbered_lines(
     lines: list[str] = []
     size = 0
     number = 0
-    for number, raw in enumerate(file, 1):
+    for number, (head, excess) in enumerate(_bounded_lines(file, config.max_line_chars), 1):
         if number < offset:
             continue
-        line = f"{number:6}\t{_cut(_decode(raw), config)}"
+        line = f"{number:6}\t{cut(head, config.max_line_chars, excess)}"
         size += len(line) + 1
         if len(lines) == count or (lines and size > config.max_output_bytes):
             return lines, number, True
@@ -111,21 +112,55 @@ def _numbered_lines(
     return lines, number, False
 
 
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace").rstrip("\r\n")
+#: How much of the rest of an over-long line is read at a time, only to count its characters.
+_SKIP_CHUNK = 1 << 16
 
 
-def _cut(line: str, config: FsConfig) -> str:
-    excess = len(line) - config.max_line_chars
-    if excess <= 0:
-        return line
-    return f"{line[: config.max_line_chars]} [... {excess} more characters]"
+def _bounded_lines(file: BinaryIO, max_chars: int) -> Iterator[tuple[str, int]]:
+    """Each line of ``file`` as ``(head, excess)``: ``head`` holds at least the first
+    ``max_chars`` characters (all of a short line) and ``excess`` counts the characters after
+    ``head``, line break excluded. No more than ``4 * max_chars + 4`` bytes of one line are held
+    at a time, so a file that is one huge line costs no more memory than a short one."""
+    cap = 4 * max_chars + 4  # a UTF-8 character takes at most 4 bytes
+    while raw := file.readline(cap):
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        if raw.endswith(b"\n") or len(raw) < cap:
+            yield decoder.decode(raw, final=True).rstrip("\r\n"), 0
+            continue
+        head = decoder.decode(raw)  # an incomplete last character stays in the decoder
+        rest, trail = _measure_rest(file, decoder, _breaks_at_end(head, 0))
+        length = len(head) + rest - trail  # the line's characters, without its line break
+        yield head[:length], max(length - len(head), 0)
+
+
+def _measure_rest(
+    file: BinaryIO, decoder: codecs.IncrementalDecoder, trail: int
+) -> tuple[int, int]:
+    """Read the rest of the current line in chunks: how many characters it holds, and how
+    many line-break characters (``\\r``, ``\\n``) end the line (``trail`` of them ended what
+    was read before)."""
+    count = 0
+    while True:
+        chunk = file.readline(_SKIP_CHUNK)
+        final = chunk.endswith(b"\n") or len(chunk) < _SKIP_CHUNK  # the line break, or the end
+        piece = decoder.decode(chunk, final=final)
+        count += len(piece)
+        trail = _breaks_at_end(piece, trail)
+        if final:
+            return count, trail
+
+
+def _breaks_at_end(piece: str, trail: int) -> int:
+    """How many line-break characters end the text so far, once ``piece`` is added to text
+    that ended with ``trail`` of them."""
+    kept = len(piece.rstrip("\r\n"))
+    return trail + len(piece) if kept == 0 else len(piece) - kept
 
 
 # -- write_file and edit_file ----------------------------------------------------------------
 
 
-def write_text(path: Path, name: str, content: str) -> str:
+def write_text(path: Path, name: str, content: str, root: Path) -> str:
     """Create or overwrite a file (creating its parent directories)."""
     if path.is_dir():
         raise ToolError(f"{name} is a directory; give a file path", "IS_A_DIRECTORY")
@@ -134,12 +169,12 @@ def write_text(path: Path, name: str, content: str) -> str:
     data = content.encode()
     with os_errors("write", name):
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    replace_file(path, name, data, root)
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     return f"{'overwrote' if existed else 'created'} {name} ({len(data)} bytes, {lines} lines)"
 
 
-def edit_text(path: Path, name: str, old: str, new: str) -> str:
+def edit_text(path: Path, name: str, old: str, new: str, root: Path) -> str:
     """Replace the one exact occurrence of ``old`` with ``new``."""
     if not old:
         raise ToolError("old is empty; give the exact text to replace", "INVALID_ARGS")
@@ -158,8 +193,7 @@ def edit_text(path: Path, name: str, old: str, new: str) -> str:
             "more surrounding text so that it matches exactly once",
             "AMBIGUOUS_MATCH",
         )
-    with os_errors("write", name):
-        path.write_bytes(text.replace(old, new, 1).encode())
+    replace_file(path, name, text.replace(old, new, 1).encode(), root)
     line = text.count("\n", 0, text.index(old)) + 1
     return f"edited {name}: replaced 1 match at line {line}"
 
@@ -218,67 +252,62 @@ def glob_paths(root: Path, pattern: str, config: FsConfig) -> str:
     return _capped(shown, config.max_entries, f"no paths match {pattern!r}", "paths")
 
 
-def grep_paths(root: Path, target: Path, pattern: str, config: FsConfig) -> str:
+async def grep_paths(root: Path, target: Path, pattern: str, config: FsConfig) -> str:
     """Lines matching the regex ``pattern`` in ``target`` (a file, or a directory searched
-    recursively), as ``path:line:text``."""
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression {pattern!r}: {exc}", "INVALID_ARGS") from exc
-    if not target.exists():
+    recursively), as ``path:line:text``. The search runs in a worker process
+    (:mod:`~dsh_plugins.tools_fs.search`), killed if the call is cancelled or times out."""
+    if not await asyncio.to_thread(target.exists):
         raise ToolError(f"{display(target, root)} does not exist", "NOT_FOUND")
-    files = (
-        [target]
-        if target.is_file()
-        else (root / p for p, d in _walk(target, root, config) if not d)
-    )
-    found = (
-        f"{display(file, root)}:{number}:{line}"
-        for file in files
-        for number, line in _search(file, regex, config)
-    )
-    matches = list(itertools.islice(found, config.max_matches + 1))
+    request = {
+        "pattern": pattern,
+        "root": str(root),
+        "target": str(target),
+        "max_matches": config.max_matches,
+        "max_line_chars": config.max_line_chars,
+        "max_file_bytes": config.max_grep_file_bytes,
+        "ignore": list(config.ignore),
+    }
+    answer = await _run_worker(request)
+    if "error" in answer:
+        raise ToolError(answer["error"], "INVALID_ARGS")
     empty = f"no matches for {pattern!r} in {display(target, root)}"
-    return _capped(matches, config.max_matches, empty, "matches")
+    return _capped(answer["matches"], config.max_matches, empty, "matches")
+
+
+#: Run by ``python -I -c``: load the search module by its path (not as part of the package, so
+#: that dsh is not imported) and call its ``main``.
+_BOOT = "import runpy, sys; runpy.run_path(sys.argv[1])['main']()"
+
+
+async def _run_worker(request: dict[str, Any]) -> dict[str, Any]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        "-c",
+        _BOOT,
+        search.__file__,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await process.communicate(json.dumps(request).encode())
+    finally:
+        if process.returncode is None:  # cancelled or timed out: the search must stop too
+            process.kill()
+            await process.wait()
+    if process.returncode != 0:
+        detail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise ToolError(
+            f"the search failed (worker exit status {process.returncode}: {detail[0]})",
+            "TOOL_ERROR",
+        )
+    answer: dict[str, Any] = json.loads(out)
+    return answer
 
 
 def _walk(top: Path, root: Path, config: FsConfig) -> Iterator[tuple[str, bool]]:
-    """``(path relative to root, is_dir)`` below ``top`` in path order, skipping ignored
-    directories and never following or yielding symbolic links (they may lead outside the
-    workspace)."""
-    for entry in _scan(top):
-        path = Path(entry.path)
-        if entry.is_symlink() or (entry.is_dir() and entry.name in config.ignore):
-            continue
-        yield display(path, root), entry.is_dir()
-        if entry.is_dir():
-            yield from _walk(path, root, config)
-
-
-def _scan(directory: Path) -> list[os.DirEntry[str]]:
-    """The entries of ``directory`` sorted by name; none if it cannot be read (a search goes
-    on past a directory it may not enter)."""
-    try:
-        with os.scandir(directory) as entries:
-            return sorted(entries, key=lambda entry: entry.name)
-    except OSError:
-        return []
-
-
-def _search(file: Path, regex: re.Pattern[str], config: FsConfig) -> Iterator[tuple[int, str]]:
-    """Matching lines of a text file; binary, oversized and special files are skipped."""
-    if not file.is_file():
-        return
-    with contextlib.suppress(OSError), file.open("rb") as handle:
-        if os.fstat(handle.fileno()).st_size > config.max_grep_file_bytes:
-            return
-        if _is_binary(handle.read(BINARY_PROBE)):
-            return
-        handle.seek(0)
-        for number, raw in enumerate(handle, 1):
-            line = _decode(raw)
-            if regex.search(line):
-                yield number, _cut(line, config)
+    return search.walk(top, root, config.ignore)
 
 
 def _capped(items: list[str], cap: int, empty: str, what: str) -> str:

@@ -1,11 +1,13 @@
 """``tools_shell``: the ``shell(command, timeout_s)`` tool.
 
 The command runs in the agent's workspace in its own process group, with stdin closed, stdout and
-stderr merged, and an environment without secrets (variables named like API keys, tokens,
-secrets or passwords are removed). A timeout or a cancellation (the agent aborted) kills the
-whole group: SIGTERM, then SIGKILL after a grace period. The output keeps its head and tail
-within a cap; the exit code ends the result. The tool declares ``effect="execute"``. Configured
-by section ``tools_shell``; see ``docs/plugins/tools_shell.md``.
+stderr merged, and an allow-listed environment (``PATH``, ``HOME``, the locale... plus what
+config adds), so no secret reaches it by accident; at harness start the process is made
+unreadable to its commands (see :mod:`dsh_plugins.tools_shell.environment`). A timeout or a
+cancellation (the agent aborted) kills the whole group: SIGTERM, then SIGKILL after a grace
+period. The output keeps its head and tail within a cap; the exit code ends the result. The
+tool declares ``effect="execute"``. Configured by section ``tools_shell``; see
+``docs/plugins/tools_shell.md``.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from dsh.markers import hookimpl
 from dsh.tooldef import tool
 from dsh.tools import Tool, ToolError, ToolExecution
-from dsh_plugins.tools_shell.config import SECTION, ShellConfig
-from dsh_plugins.tools_shell.environment import scrubbed
+from dsh_plugins.tools_shell.config import BASE_ENV, SECRET_PATTERNS, SECTION, ShellConfig
+from dsh_plugins.tools_shell.environment import allowed, protect_process
 from dsh_plugins.tools_shell.output import HeadTail
 from dsh_plugins.tools_shell.process import Completed, run_command
 
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
     from dsh.harness import Harness
 
 __all__ = ["ShellConfig", "ShellToolPlugin", "make_shell_tool"]
+
+log = structlog.get_logger("dsh.tools_shell")
 
 
 def make_shell_tool(config: ShellConfig) -> Tool:
@@ -56,7 +62,7 @@ def make_shell_tool(config: ShellConfig) -> Tool:
         cwd = execution.workspace
         if not cwd.is_dir():
             raise ToolError(f"the workspace {cwd} is not a directory", "NOT_FOUND")
-        env = scrubbed(os.environ, config.env_deny, config.env_allow, config.env_set)
+        env = allowed(os.environ, BASE_ENV + config.env_allow, SECRET_PATTERNS, config.env_set)
         output = HeadTail(config.max_output_bytes)
         argv = [executable, "-c", command]
         done = await run_command(
@@ -99,3 +105,10 @@ class ShellToolPlugin:
     @hookimpl
     def dsh_register_tools(self, register: Callable[..., Any], harness: Harness) -> None:
         register(make_shell_tool(harness.config.section(SECTION, ShellConfig)))
+
+    @hookimpl
+    def dsh_harness_start(self, harness: Harness) -> None:
+        """Before any command can run, hide the harness's own secrets from its commands."""
+        if harness.config.section(SECTION, ShellConfig).protect_process:
+            wiped = protect_process(SECRET_PATTERNS)
+            log.debug("harness process protected from its commands", wiped=wiped)

@@ -316,7 +316,7 @@ def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return synced
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("turn", 3), ("checkpoint", 5), ("never", 0)])
+@pytest.mark.parametrize(("mode", "expected"), [("turn", 3), ("checkpoint", 7), ("never", 0)])
 async def test_fsync_modes(tmp_path: Path, fsyncs: list[int], mode: Any, expected: int) -> None:
     store = JsonlStore(tmp_path, fsync=mode)
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
@@ -327,7 +327,7 @@ async def test_fsync_modes(tmp_path: Path, fsyncs: list[int], mode: Any, expecte
         agent.send("two")
         await agent.wait_idle()
     # turn: each turn end (+ the new file's directory once), nothing left at close;
-    # checkpoint: also before each model request
+    # checkpoint: also before each model request and before each turn's end
     assert len(fsyncs) == expected
 
 

@@ -11,6 +11,7 @@ import pytest
 from dsh import AgentOptions, Harness, HookError
 from dsh.content import Text
 from dsh.events import SessionEvent, UserMessage
+from dsh.session import SessionConflict
 from dsh.testing import ScriptedAdapter, text_response
 from dsh_plugins.persistence_sqlite import SCHEMA_VERSION, SqliteStore, default_path
 
@@ -132,16 +133,30 @@ async def test_a_missing_event_is_an_error(tmp_path: Path) -> None:
         await stored_events(path, "s")
 
 
-async def test_a_resumed_session_whose_count_differs_is_written_whole(tmp_path: Path) -> None:
+async def test_a_resumed_session_whose_count_differs_is_a_conflict_that_deletes_nothing(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "s.db"
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
         session = h.sessions.create("s")
         session.append("user/message", user("a"))
-    events = [*session.events, SessionEvent("user/message", 1, 1.0, user("loaded elsewhere"))]
+    stored = list(session.events)
+    events = [*stored, SessionEvent("user/message", 1, 1.0, user("loaded elsewhere"))]
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
         resumed = h.sessions.create("s", events, persisted=2)
-        resumed.append("user/message", user("c"))
-    assert await stored_events(path, "s") == list(resumed.events)
+        with pytest.raises(SessionConflict, match="the store holds 1 event"):
+            await h.sessions.claim(resumed)
+    assert await stored_events(path, "s") == stored
+
+
+async def test_a_resumed_session_from_another_store_is_written_whole(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    seed = [SessionEvent("user/message", 0, 1.0, user("from elsewhere"))]
+    async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
+        session = h.sessions.create("s", seed, persisted=1)
+        await h.sessions.claim(session)  # nothing to write yet: only the lease
+        session.append("user/message", user("more"))
+    assert await stored_events(path, "s") == list(session.events)
 
 
 async def test_a_closed_session_used_again_is_written_whole(tmp_path: Path) -> None:

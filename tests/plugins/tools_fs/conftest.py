@@ -29,9 +29,9 @@ def fs_config() -> dict[str, Any]:
 
 @pytest.fixture
 async def call(workspace: Path, fs_config: dict[str, Any]) -> AsyncIterator[Call]:
-    async with Harness(
-        load_entrypoints=False, plugins=[FsToolsPlugin], config={"tools_fs": fs_config}
-    ) as harness:
+    # No permission policy is loaded here: the tools under test run unrestricted, as configured.
+    config = {"tools_fs": fs_config, "permissions": {"mode": "full"}}
+    async with Harness(load_entrypoints=False, plugins=[FsToolsPlugin], config=config) as harness:
         agent = harness.agent_loop.create("fs", AgentOptions(workspace=str(workspace)))
 
         async def run(name: str, **args: Any) -> ToolOutcome:

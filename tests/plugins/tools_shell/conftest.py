@@ -29,7 +29,8 @@ def shell_config() -> dict[str, Any]:
 
 @pytest.fixture
 async def call(workspace: Path, shell_config: dict[str, Any]) -> AsyncIterator[Call]:
-    config = {"tools_shell": shell_config}
+    # No permission policy is loaded here: the shell runs unrestricted, as configured.
+    config = {"tools_shell": shell_config, "permissions": {"mode": "full"}}
     async with Harness(load_entrypoints=False, plugins=[ShellToolPlugin], config=config) as h:
         agent = h.agent_loop.create("sh", AgentOptions(workspace=str(workspace)))
 

@@ -11,7 +11,8 @@ import pytest
 
 from dsh import AgentOptions, Harness, ToolExecution
 from dsh_plugins.tools_shell import ShellConfig, ShellToolPlugin
-from dsh_plugins.tools_shell.environment import is_secret, scrubbed
+from dsh_plugins.tools_shell.config import SECRET_PATTERNS
+from dsh_plugins.tools_shell.environment import allowed, is_secret
 from dsh_plugins.tools_shell.output import HeadTail
 from tests.plugins.tools_shell.support import Call, text
 
@@ -102,7 +103,8 @@ async def test_the_shell_is_configurable(call: Call) -> None:
 
 
 async def test_a_missing_workspace_is_reported(tmp_path: Path) -> None:
-    async with Harness(load_entrypoints=False, plugins=[ShellToolPlugin]) as h:
+    config = {"permissions": {"mode": "full"}}
+    async with Harness(load_entrypoints=False, plugins=[ShellToolPlugin], config=config) as h:
         agent = h.agent_loop.create("sh", AgentOptions(workspace=str(tmp_path / "gone")))
         outcome = await h.tools.execute(ToolExecution("c", "shell", '{"command": "ls"}', agent))
     assert outcome.code == "NOT_FOUND"
@@ -127,7 +129,7 @@ def test_head_tail_keeps_both_ends_and_counts_the_middle() -> None:
 
 
 def test_secret_names_are_recognised() -> None:
-    patterns = ShellConfig().env_deny
+    patterns = SECRET_PATTERNS
     secret = [
         "OPENAI_API_KEY",
         "deepseek_api_key",
@@ -141,21 +143,23 @@ def test_secret_names_are_recognised() -> None:
         "NPM_AUTH",
         "DATABASE_URL",
         "MYAPIKEY",
+        "SENTRY_DSN",
     ]
     plain = ["PATH", "HOME", "LANG", "TERM", "VIRTUAL_ENV", "KEYBOARD_LAYOUT", "AUTHOR"]
     assert [name for name in secret if not is_secret(name, patterns)] == []
     assert [name for name in plain if is_secret(name, patterns)] == []
 
 
-def test_scrubbed_environment() -> None:
-    environ = {"PATH": "/bin", "X_TOKEN": "t", "Y_TOKEN": "y"}
-    assert scrubbed(environ, ["*TOKEN"]) == {"PATH": "/bin"}
+def test_the_environment_is_an_allow_list() -> None:
+    environ = {"PATH": "/bin", "LC_ALL": "C", "LC_TOKEN": "t", "Y_TOKEN": "y", "OTHER": "o"}
+    assert allowed(environ, ["PATH", "LC_*"], ["*TOKEN"]) == {"PATH": "/bin", "LC_ALL": "C"}
     extra: dict[str, Any] = {"PAGER": "cat"}
-    assert scrubbed(environ, ["*TOKEN"], ["Y_TOKEN"], extra) == {
+    assert allowed(environ, ["PATH", "Y_TOKEN", "path"], ["*TOKEN"], extra) == {
         "PATH": "/bin",
-        "Y_TOKEN": "y",
+        "Y_TOKEN": "y",  # named exactly: passed although it looks secret
         "PAGER": "cat",
     }
+    assert allowed(environ, ["*"], ["*TOKEN"]) == {"PATH": "/bin", "LC_ALL": "C", "OTHER": "o"}
 
 
 def test_the_plugin_is_registered_as_an_entry_point() -> None:

@@ -37,11 +37,23 @@ async def test_secret_variables_are_absent(call: Call, monkeypatch: pytest.Monke
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PLAIN_SETTING", "plain-value")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     seen = text(await call("shell", command="env"))
     leaked = [name for name, value in SECRETS.items() if name in seen or value in seen]
     assert leaked == []
-    assert "PLAIN_SETTING=plain-value" in seen
+    assert "PLAIN_SETTING" not in seen  # not on the allow-list
+    assert "LANG=C.UTF-8" in seen and f"PATH={os.environ['PATH']}" in seen
     assert "PAGER=cat" in seen
+
+
+@pytest.mark.parametrize("shell_config", [{"env_allow": ["PLAIN_*", "EXACT"]}])
+async def test_config_adds_to_the_allow_list(call: Call, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLAIN_SETTING", "plain-value")
+    monkeypatch.setenv("PLAIN_TOKEN", "token-value")
+    monkeypatch.setenv("EXACT", "exact-value")
+    seen = text(await call("shell", command="env"))
+    assert "PLAIN_SETTING=plain-value" in seen and "EXACT=exact-value" in seen
+    assert "token-value" not in seen  # a glob never passes a secret-looking name
 
 
 @pytest.mark.parametrize("shell_config", [{"env_allow": ["GITHUB_TOKEN"]}])
@@ -154,7 +166,7 @@ async def test_aborting_the_agent_kills_the_running_command(tmp_path: Path) -> N
     adapter = ScriptedAdapter(
         [tool_call_response("c1", "shell", {"command": STUBBORN}), text_response("never")]
     )
-    config: dict[str, Any] = {"tools_shell": {"kill_grace_s": 0.1}}
+    config: dict[str, Any] = {"tools_shell": {"kill_grace_s": 0.1}, "permissions": {"mode": "full"}}
     async with Harness(load_entrypoints=False, plugins=[ShellToolPlugin], config=config) as h:
         h.llm.register_adapter(["scripted"], adapter)
         agent = h.agent_loop.create("a", AgentOptions(model="scripted", workspace=str(tmp_path)))

@@ -5,24 +5,35 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import inspect
+import itertools
 import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from dsh import recovery, replay
+from dsh import aliases, keys, recovery, replay
 from dsh.agent import AgentOptions
-from dsh.content import Block, text_of
+from dsh.configdoc import masked_config
 from dsh.errors import DshError
 from dsh.events import SessionEvent
+from dsh.eventtext import brief, describe, outcome
 from dsh.harness import Command, Harness
 from dsh.hooks import HOOK_STYLES
+from dsh.llm import ModelInfo
 from dsh.logs import configure_logging
+from dsh.plugins import ENTRY_POINT_GROUP
+from dsh.session import Session, failures
+from dsh.userconfig import UserConfigError
 
 __all__ = ["main"]
+
+#: The distribution dsh itself ships in: its plugins are "built-in".
+_OWN_DISTRIBUTION = "dsh-harness"
 
 
 def _plugins(harness: Harness, args: argparse.Namespace) -> int:
@@ -30,9 +41,64 @@ def _plugins(harness: Harness, args: argparse.Namespace) -> int:
         info = harness.plugins.info.get(name)
         dist = f"{info.distribution} {info.version}" if info and info.distribution else "(host)"
         print(f"{name:24} {dist}")
+        # A plugin may say more about itself (the mcp plugin lists its configured servers).
+        details: Any = getattr(harness.plugins.get(name), "plugin_details", None)
+        for line in details(harness) if details is not None else ():
+            print(f"{'':24} {line}")
+    installed = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    for name in sorted(harness.plugins.disabled):
+        known = "" if name in installed else ", but no installed plugin has this name"
+        print(f"{name:24} disabled (DSH_DISABLE_PLUGINS){known}")
     for failure in harness.plugins.failures:
         print(f"{failure.name:24} {failure.distribution}  FAILED: {failure.error}")
     return 1 if harness.plugins.failures else 0
+
+
+def _tools(harness: Harness, args: argparse.Namespace) -> int:
+    """Every tool, who provides it, what it does and what the permission policy does with it.
+
+    The harness is started first: plugins register some tools only then (an MCP server's tools
+    exist once the server runs)."""
+    return asyncio.run(_started_tools(harness))
+
+
+async def _started_tools(harness: Harness) -> int:
+    async with harness:
+        return _list_tools(harness)
+
+
+def _list_tools(harness: Harness) -> int:
+    names = harness.tools.names()
+    if not names:
+        print("no tools: no loaded plugin registers any (see 'dsh plugins')")
+        return 0
+    print(f"{'TOOL':16} {'SOURCE':28} {'EFFECT':8} PERMISSION")
+    for name in names:
+        tool = harness.tools.get(name)
+        assert tool is not None  # listed by the registry itself
+        source = _tool_source(harness, harness.tools.owner(name) or "host")
+        print(f"{name:16} {source:28} {tool.effect:8} {_policy(harness, name, tool.effect)}")
+    return 0
+
+
+def _tool_source(harness: Harness, owner: str) -> str:
+    info = harness.plugins.info.get(owner)
+    if info is None or info.distribution is None:
+        return "host" if owner == "host" else f"plugin {owner} (host)"
+    if info.distribution == _OWN_DISTRIBUTION:
+        return f"built-in ({owner})"
+    return f"plugin {owner} ({info.distribution})"
+
+
+def _policy(harness: Harness, name: str, effect: str) -> str:
+    """What the first loaded plugin with ``describe_tool`` (a permission policy) says."""
+    for plugin_name in harness.plugins.names():
+        describe: Any = getattr(harness.plugins.get(plugin_name), "describe_tool", None)
+        if describe is not None:
+            return str(describe(name, effect))
+    if name in harness.tools.held_back():  # the core fails closed without a policy
+        return 'deny (no permission policy is loaded; [permissions] mode = "full" runs it)'
+    return "runs (no permission policy is loaded)"
 
 
 def _hooks(harness: Harness, args: argparse.Namespace) -> int:
@@ -47,26 +113,9 @@ def _config(harness: Harness, args: argparse.Namespace) -> int:
     if not args.dump:
         print("sections: " + ", ".join(harness.config.sections()))
         return 0
-    print(json.dumps(_redacted(harness.config.dump()), indent=2, default=str))
+    # Secrets masked (see dsh.configdoc.masked_config), so a dump is safe to share.
+    print(json.dumps(masked_config(harness.config), indent=2, default=str))
     return 0
-
-
-_SECRET = ("api_key", "token", "secret", "password")
-
-
-def _secret(key: str) -> bool:
-    """``api_key``, ``token``, ``client_secret``...: a secret; ``max_tokens`` is not."""
-    key = key.lower()
-    return any(key == s or key.endswith(f"_{s}") for s in _SECRET)
-
-
-def _redacted(value: Any) -> Any:
-    """``value`` with every secret-looking key's value replaced, so a dump is safe to share."""
-    if isinstance(value, dict):
-        return {k: "***" if v and _secret(k) else _redacted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]
-    return value
 
 
 # -- sessions --------------------------------------------------------------------------------
@@ -86,24 +135,6 @@ async def _load(harness: Harness, session_id: str) -> list[SessionEvent]:
     return events
 
 
-def _brief(value: Any, limit: int = 70) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
-def _describe(data: Any) -> str:
-    """One line about an event's data: its text, its call, its reason."""
-    content: tuple[Block, ...] | None = getattr(data, "content", None)
-    if content is not None:
-        return _brief(text_of(content) or content)
-    if hasattr(data, "arguments"):
-        return _brief(f"{data.name}({data.arguments})")
-    for name in ("reason", "message"):
-        if hasattr(data, name):
-            return _brief(getattr(data, name))
-    return _brief(data)
-
-
 def _print_events(events: Sequence[SessionEvent]) -> None:
     """The events one per line; a run of ``assistant/chunk`` events is one line."""
     position = 0
@@ -117,7 +148,7 @@ def _print_events(events: Sequence[SessionEvent]) -> None:
         if end - position > 1:
             print(f"{event.seq:>6}  {event.type:<20} x{end - position}")
         else:
-            print(f"{event.seq:>6}  {event.type:<20} {_describe(event.data)}")
+            print(f"{event.seq:>6}  {event.type:<20} {describe(event)}")
         position = end
 
 
@@ -125,12 +156,23 @@ async def _sessions_list(harness: Harness, args: argparse.Namespace) -> int:
     found = await harness.sessions.stored(args.query, args.limit)
     if not found:
         print("no stored sessions" + (f" match {args.query!r}" if args.query else ""))
+    else:
+        print(f"{'SESSION':<32} {'UPDATED':16}  {'EVENTS':>6}  {'MODEL':18} {'LAST TURN':24} TITLE")
     for summary in found:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated))
+        model, last = _last_turn(await harness.sessions.load(summary.id) or [])
         print(
-            f"{summary.id:<32} {updated}  {summary.events:>6} events  {_brief(summary.title, 60)}"
+            f"{summary.id:<32} {updated:16}  {summary.events:>6}  {brief(model, 18):18} "
+            f"{brief(last, 24):24} {brief(summary.title, 60)}"
         )
     return 0
+
+
+def _last_turn(events: Sequence[SessionEvent]) -> tuple[str, str]:
+    """The model a session last called and how its last turn ended (``-`` when unknown)."""
+    model = next((e.data.model for e in reversed(events) if getattr(e.data, "model", None)), "-")
+    ends = (outcome(e.data.reason) for e in reversed(events) if e.type == "turn/end")
+    return model, next(ends, "-")
 
 
 async def _sessions_show(harness: Harness, args: argparse.Namespace) -> int:
@@ -144,10 +186,17 @@ async def _sessions_show(harness: Harness, args: argparse.Namespace) -> int:
 async def _sessions_resume(harness: Harness, args: argparse.Namespace) -> int:
     stored = await _load(harness, args.id)
     queued = recovery.pending_messages(stored)
-    if (queued or args.prompt) and not args.model:
-        what = f"{len(queued)} queued message(s)" if queued else "the prompt"
+    model = aliases.resolve(args.model or _last_model(stored) or _default_model(harness))
+    what = f"{len(queued)} queued message(s)" if queued else "the prompt"
+    if (queued or args.prompt) and not model:
         raise DshError(f"resuming {args.id!r} runs {what}: pass --model")
-    agent = await harness.agent_loop.resume(args.id, AgentOptions(model=args.model or ""))
+    if (queued or args.prompt) and model not in harness.llm.models():
+        known = ", ".join(harness.llm.models()) or "none"
+        raise DshError(
+            f"resuming {args.id!r} runs {what} with model {model!r}, which no adapter serves: "
+            f"pass --model (known models: {known})"
+        )
+    agent = await harness.agent_loop.resume(args.id, AgentOptions(model=model))
     print(f"resumed {args.id}: {len(stored)} stored events; recovered:")
     _print_events(agent.session.events[len(stored) :])
     shown = len(agent.session)
@@ -157,7 +206,26 @@ async def _sessions_resume(harness: Harness, args: argparse.Namespace) -> int:
     ran = agent.session.events[shown:]
     _print_events(ran)
     ends = [e.data.reason.type for e in ran if e.type == "turn/end"]
-    return 0 if all(end == "completed" for end in ends) else 1
+    # An error right after a turn's end: that turn's log could not be saved.
+    pairs = itertools.pairwise(ran)
+    unsaved = any(a.type == "turn/end" and b.type == "error" for a, b in pairs)
+    return 0 if all(end == "completed" for end in ends) and not unsaved else 1
+
+
+def _last_model(events: Sequence[SessionEvent]) -> str | None:
+    """The model that answered last in ``events``, if one did."""
+    for event in reversed(events):
+        model = getattr(event.data, "model", None) if event.type == "assistant/message" else None
+        if model:
+            return str(model)
+    return None
+
+
+def _default_model(harness: Harness) -> str:
+    """The model ``dsh run`` and ``dsh chat`` default to (``[terminal_ui] model``), or ``""``
+    when no loaded plugin has that section."""
+    section = harness.config.dump().get("terminal_ui") or {}
+    return str(section.get("model") or "")
 
 
 async def _fork_id(harness: Harness, source: str) -> str:
@@ -175,10 +243,22 @@ async def _taken(harness: Harness, session_id: str) -> bool:
 
 async def _sessions_fork(harness: Harness, args: argparse.Namespace) -> int:
     events = await _load(harness, args.id)
-    source = harness.sessions.create(args.id, events, persisted=len(events))
+    # Read, never written: not a live session of the harness, so it takes no writer lock and
+    # can be forked while another process writes it.
+    source = Session(args.id, events)
+    if args.new_id and not args.force and await _taken(harness, args.new_id):
+        raise DshError(
+            f"session {args.new_id!r} already exists: pick another --id, or pass --force to "
+            "replace it with the fork"
+        )
     child_id = args.new_id or await _fork_id(harness, args.id)
     child = harness.sessions.fork(source, args.at_seq, child_id)
-    await child.flush()
+    await harness.sessions.claim(child)
+    try:
+        await child.flush()
+    except Exception as exc:
+        await harness.sessions.close(child)  # given up: not flushed again at exit
+        raise DshError(f"cannot store the fork {child.id!r}: {failures(exc)}") from exc
     print(f"forked {args.id} at seq {len(child) - 1} as {child.id}")
     return 0
 
@@ -234,11 +314,18 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
     resume = actions.add_parser(
         "resume", help="load a session, close a turn a crash left open, run what was queued"
     )
-    resume.add_argument("--model", help="the model that answers queued messages and --prompt")
+    resume.add_argument(
+        "--model",
+        help="the model that answers queued messages and --prompt (default: the one the session "
+        "used last, else [terminal_ui] model)",
+    )
     resume.add_argument("--prompt", help="a message to send once resumed")
     fork = actions.add_parser("fork", help="store a copy of a session (up to --at-seq)")
     fork.add_argument("--at-seq", type=int, help="the last event to copy (default: all)")
     fork.add_argument("--id", dest="new_id", help="the new session's id (default ID-fork-N)")
+    fork.add_argument(
+        "--force", action="store_true", help="replace a stored session that has the --id given"
+    )
     replay_ = actions.add_parser(
         "replay", help="verify that the logged chunks give the logged messages (exit 1 if not)"
     )
@@ -246,17 +333,183 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
         sub.add_argument("id", metavar="ID", help="the session id")
 
 
+# -- models and keys ---------------------------------------------------------------------------
+
+
+def _models(harness: Harness, args: argparse.Namespace) -> int:
+    """``dsh models`` (the table), ``dsh models alias set|remove``; exit 1 on bad input."""
+    try:
+        if args.action == "alias":
+            return _alias(harness, args)
+        _print_models(harness)
+    except UserConfigError as exc:
+        print(f"dsh models: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _alias(harness: Harness, args: argparse.Namespace) -> int:
+    if args.alias_action == "set":
+        aliases.store(args.name, args.model, harness.llm.models())
+        print(f"{args.name} -> {args.model}")
+        return 0
+    if args.alias_action == "remove":
+        if aliases.remove(args.name):
+            print(f"removed alias {args.name}")
+            return 0
+        print(f"dsh models alias remove: there is no alias {args.name!r}", file=sys.stderr)
+        return 1
+    args.alias_parser.print_help()
+    return 2
+
+
+def _print_models(harness: Harness) -> None:
+    table = aliases.load()
+    columns = f"{'CONTEXT':>8} {'OUTPUT':>8} {'IMAGES':6} {'THINKING':8} {'$/M IN/OUT':14}"
+    print(f"{'MODEL':36} {columns} ALIASES")
+    for model in harness.llm.models():
+        info = harness.llm.model_info(model) or ModelInfo()
+        names = ", ".join(sorted(name for name, target in table.items() if target == model))
+        print(f"{model:36} {_capabilities(info)} {names or '-'}")
+        unavailable = harness.llm.unavailable(model)
+        if unavailable is not None:
+            print(f"    unavailable: {unavailable}")
+    for name, target in sorted(table.items()):
+        if target not in harness.llm.models():
+            print(f"alias {name} -> {target}: no loaded adapter serves {target!r}")
+
+
+def _capabilities(info: ModelInfo) -> str:
+    price = "-"
+    if info.pricing is not None:
+        now = info.pricing.price_at(time.time())
+        price = f"{now.input:g}/{now.output:g}"
+    return (
+        f"{_tokens(info.context_window):>8} {_tokens(info.max_output_tokens):>8} "
+        f"{_yes_no(info.image_input):6} {_yes_no(info.thinking_default, 'on', 'off'):8} "
+        f"{price:14}"
+    )
+
+
+def _tokens(count: int | None) -> str:
+    if count is None:
+        return "?"
+    if count >= 1_000_000 and count % 1_000_000 == 0:
+        return f"{count // 1_000_000}M"
+    return f"{count // 1000}K" if count >= 1000 and count % 1000 == 0 else str(count)
+
+
+def _yes_no(flag: bool | None, yes: str = "yes", no: str = "no") -> str:
+    return "?" if flag is None else yes if flag else no
+
+
+def _models_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.add_parser("list", help="the models, their capabilities and aliases (the default)")
+    alias = actions.add_parser("alias", help="name a model: dsh models alias set NAME MODEL")
+    alias.set_defaults(alias_parser=alias)
+    alias_actions = alias.add_subparsers(dest="alias_action", metavar="ACTION")
+    set_ = alias_actions.add_parser("set", help="make NAME mean MODEL in -m/--model and /model")
+    set_.add_argument("name", metavar="NAME")
+    set_.add_argument("model", metavar="MODEL")
+    remove = alias_actions.add_parser("remove", help="forget the alias NAME")
+    remove.add_argument("name", metavar="NAME")
+
+
+def _keys(harness: Harness, args: argparse.Namespace) -> int:
+    """``dsh keys set|list|remove|path``: names are listed, keys never printed."""
+    try:
+        return _KEY_ACTIONS[args.action](args) if args.action else _keys_help(args)
+    except UserConfigError as exc:
+        print(f"dsh keys {args.action}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _keys_help(args: argparse.Namespace) -> int:
+    args.keys_parser.print_help()
+    return 2
+
+
+def _keys_set(args: argparse.Namespace) -> int:
+    if args.value is not None:
+        key = args.value
+    elif sys.stdin.isatty():
+        key = getpass.getpass(f"Enter the key for {args.name}: ")
+    else:
+        key = sys.stdin.readline()
+    path = keys.store(args.name, key)
+    print(f"stored the key for {args.name} in {path}")
+    return 0
+
+
+def _keys_list(args: argparse.Namespace) -> int:
+    names = sorted(keys.load())
+    if not names:
+        print("no stored keys ('dsh keys set NAME' stores one)")
+    for name in names:
+        print(name)
+    return 0
+
+
+def _keys_remove(args: argparse.Namespace) -> int:
+    if keys.remove(args.name):
+        print(f"removed the key for {args.name}")
+        return 0
+    print(f"dsh keys remove: there is no stored key {args.name!r}", file=sys.stderr)
+    return 1
+
+
+def _keys_path(args: argparse.Namespace) -> int:
+    print(keys.keys_path())
+    return 0
+
+
+_KEY_ACTIONS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "set": _keys_set,
+    "list": _keys_list,
+    "remove": _keys_remove,
+    "path": _keys_path,
+}
+
+
+def _keys_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    parser.set_defaults(keys_parser=parser)
+    set_ = actions.add_parser(
+        "set", help="store a key (read from the terminal without echo, or from stdin)"
+    )
+    set_.add_argument("name", metavar="NAME", help="whose key: deepseek for the DeepSeek adapters")
+    set_.add_argument("--value", help="the key itself (it lands in your shell history)")
+    actions.add_parser("list", help="the names of the stored keys (never the keys)")
+    remove = actions.add_parser("remove", help="forget a stored key")
+    remove.add_argument("name", metavar="NAME")
+    actions.add_parser("path", help="the file the keys are stored in")
+
+
 def _core_commands() -> list[tuple[str, str, Any, Any]]:
     def dump_flag(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--dump", action="store_true", help="print the effective config")
 
     return [
-        ("plugins", "list loaded plugins and their distributions", _plugins, None),
+        ("plugins", "list loaded plugins, their distributions, and disabled ones", _plugins, None),
         ("hooks", "list every hook, its call style and its implementations", _hooks, None),
+        ("tools", "list every tool, its source, its effect and its permission", _tools, None),
+        (
+            "models",
+            "list models, their aliases and capabilities; set aliases",
+            _models,
+            _models_arguments,
+        ),
+        (
+            "keys",
+            "store API keys in the user config directory (set, list, remove, path)",
+            _keys,
+            _keys_arguments,
+        ),
         ("config", "show configuration sections (--dump: effective values)", _config, dump_flag),
         (
             "sessions",
-            "list, show, resume, fork or verify stored sessions",
+            "list, show, resume, fork or replay (verify) stored sessions",
             _sessions,
             _sessions_arguments,
         ),

@@ -42,6 +42,7 @@ __all__ = [
     "TurnMaxTokens",
     "TurnStart",
     "UserMessage",
+    "WithdrawnMessage",
 ]
 
 
@@ -63,6 +64,15 @@ class UserMessage:
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
     queued_seq: int | None = None
+
+
+@frozen
+class WithdrawnMessage:
+    """A queued message taken back out of the inbox before it reached the model (``dsh chat``
+    hands steering left over by the user's abort back as a draft): a resume does not restore
+    it."""
+
+    queued_seq: int
 
 
 @frozen
@@ -250,6 +260,7 @@ class CompactionEnd:
 CORE_EVENT_TYPES: dict[str, type[Any]] = {
     "user/message": UserMessage,
     "inbox/queued": QueuedMessage,
+    "inbox/withdrawn": WithdrawnMessage,
     "session/end-seed": SeedEnd,
     "context/message": ContextMessage,
     "steering/message": SteeringMessage,

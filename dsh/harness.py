@@ -26,7 +26,7 @@ from dsh.logs import ensure_configured
 from dsh.loop import AgentLoop
 from dsh.plugins import Plugins, disabled_from_env
 from dsh.session import SessionStore
-from dsh.tools import ToolRegistry, ToolsConfig
+from dsh.tools import POLICY_SECTION, NoPolicyConfig, ToolRegistry, ToolsConfig
 
 __all__ = ["Command", "Harness"]
 
@@ -132,6 +132,7 @@ class Harness:
             self.plugins.load_entrypoints()
         for plugin in self._host_plugins:
             self.plugins.register(plugin)
+        self.plugins.warn_unknown_disabled()
         self._collect()
         self.loaded = True
 
@@ -153,8 +154,13 @@ class Harness:
             lambda owner: lambda s, c: self.config.register(s, c, owner),
             self,
         )
+        unpoliced = POLICY_SECTION not in self.config.sections()  # no policy plugin: fail closed
+        if unpoliced:
+            self.config.register(POLICY_SECTION, NoPolicyConfig)
         self.config.load()
         self.tools.configure(self.config.section("tools", ToolsConfig))
+        if unpoliced:
+            self.tools.no_policy = self.config.section(POLICY_SECTION, NoPolicyConfig)
         runtime.call_register("dsh_register_event_types", lambda _: self.events.register, self)
         runtime.call_register(
             "dsh_register_llm_adapters",
@@ -168,6 +174,17 @@ class Harness:
             "dsh_register_prompt_sections", lambda _: self.system_prompt.section, self
         )
         runtime.call_register("dsh_register_commands", lambda _: self._add_command, self)
+        self._warn_without_policy()
+
+    def _warn_without_policy(self) -> None:
+        """Say once, at load, that tools are held back because no permission policy is loaded."""
+        held = self.tools.held_back()
+        if held:
+            log.warning(
+                "no permission policy is loaded: these tools are denied until the permissions "
+                'plugin is enabled or [permissions] mode = "full"',
+                tools=held,
+            )
 
     def _add_command(self, command: Command) -> Callable[[], None]:
         if command.name in self.commands:

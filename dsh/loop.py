@@ -20,6 +20,7 @@ plugin. One agent's lifetime::
           'step/end'
           cont = waterfall dsh_agent_turn_continuation
           if not cont: break
+        await session checkpoint (fails: 'error', reason error SESSION_NOT_SAVED)
         'turn/end' {reason}
         await session flush
       re-enqueue leftover steering as queued
@@ -66,7 +67,7 @@ from dsh.content import (
     ToolResult,
     UserSource,
 )
-from dsh.dispatch import ToolDispatch
+from dsh.dispatch import ToolDispatch, call_ids, with_unique_call_ids
 from dsh.errors import DshError, HookError, LlmError
 from dsh.events import (
     AssistantChunk,
@@ -86,6 +87,7 @@ from dsh.events import (
     TurnMaxTokens,
     TurnStart,
     UserMessage,
+    WithdrawnMessage,
 )
 from dsh.inbox import Inbox, InboxMessage
 from dsh.request import LlmRequest
@@ -94,7 +96,14 @@ if TYPE_CHECKING:
     from dsh.harness import Harness
     from dsh.session import Session
 
-__all__ = ["AgentLoop", "LoopAgent", "agent_id_of", "as_blocks", "new_session_id"]
+__all__ = [
+    "SESSION_NOT_SAVED",
+    "AgentLoop",
+    "LoopAgent",
+    "agent_id_of",
+    "as_blocks",
+    "new_session_id",
+]
 
 log = structlog.get_logger("dsh.loop")
 
@@ -174,6 +183,19 @@ def _plugin_failure(exc: BaseException) -> LlmFailure:
     return LlmFailure(f"{type(exc).__name__}: {exc}", "INTERNAL_ERROR")
 
 
+#: The failure code of a turn whose events could not be written to the session store.
+SESSION_NOT_SAVED = "SESSION_NOT_SAVED"
+
+
+def _unsaved_failure(exc: BaseException) -> LlmFailure:
+    cause = _plugin_failure(exc).message
+    return LlmFailure(f"the session could not be saved: {cause}", SESSION_NOT_SAVED)
+
+
+def _unsaved(reason: TurnEndReason) -> bool:
+    return isinstance(reason, TurnError) and reason.failure.code == SESSION_NOT_SAVED
+
+
 class LoopAgent:
     """One agent: its options, its session, its inbox and the task that drives it.
 
@@ -196,6 +218,7 @@ class LoopAgent:
         self._idle = asyncio.Event()
         self._idle.set()
         self._pending_context: list[InboxMessage] = []
+        self._call_ids: set[str] | None = None
         self._abort_reason: str | None = None
         self._disposing = False
         self._in_turn = False
@@ -212,6 +235,11 @@ class LoopAgent:
     def disposing(self) -> bool:
         """True once ``dispose`` was called (or the driver stopped)."""
         return self._disposing
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is queued and no turn runs (what ``wait_idle`` waits for)."""
+        return self._idle.is_set()
 
     @property
     def abort_reason(self) -> str | None:
@@ -240,6 +268,15 @@ class LoopAgent:
             self._pending_context.append(message)
         else:
             self.session.append("context/message", ContextMessage(message.content, message.source))
+
+    def withdraw_steering(self) -> list[InboxMessage]:
+        """Take back the steering that has not reached the model yet (after a user's abort,
+        say, so that it does not start a turn on its own). Each is logged ``inbox/withdrawn``,
+        so a resume does not restore it either."""
+        taken = self.inbox.drain_steering()
+        for seq in [m.queued_seq for m in taken if m.queued_seq is not None]:
+            self.session.append("inbox/withdrawn", WithdrawnMessage(seq))
+        return taken
 
     def abort(self, reason: str = "aborted") -> None:
         """Cancel the running step; the turn ends ``aborted``. No-op when idle."""
@@ -336,12 +373,33 @@ class LoopAgent:
             reason = await self._log_error(turn, 0, exc, _plugin_failure(exc))
         self._deliver_context()
         self._in_turn = False
+        reason = await self._saved(turn, reason)
         self.session.append("turn/end", TurnEnd(turn, reason))
         await self._hooks.agent_turn_end(self, turn, reason)
         try:
             await self.session.flush()
         except Exception as exc:
-            await self._log_error(turn, 0, exc, _plugin_failure(exc))
+            if _unsaved(reason):  # logged already, with the turn's end
+                log.warning("session still not saved", error=str(exc))
+            else:  # too late for the turn's reason: an error after its end says it
+                await self._log_error(turn, 0, exc, _unsaved_failure(exc))
+
+    async def _saved(self, turn: int, reason: TurnEndReason) -> TurnEndReason:
+        """``reason`` once the turn's events are written; if they cannot be (disk full), an
+        error: a turn whose log was not saved is not a success. The events stay buffered, and
+        the next checkpoint or flush writes them."""
+        try:
+            await self.session.checkpoint()
+        except Exception as exc:
+            return await self._log_error(turn, 0, exc, _unsaved_failure(exc))
+        return reason
+
+    def _used_call_ids(self) -> set[str]:
+        """The session's tool-call ids, read from its log once, then kept up to date by
+        :func:`with_unique_call_ids` (the loop is the only writer of calls)."""
+        if self._call_ids is None:
+            self._call_ids = call_ids(self.session.events)
+        return self._call_ids
 
     async def _run_steps(self, turn: int) -> TurnEndReason:
         step = 0
@@ -422,6 +480,7 @@ class LoopAgent:
     async def _step(self, turn: int, step: int) -> _StepOutcome:
         result, model = await self._call_model(turn, step)
         message = await self._hooks.agent_step_result(self, turn, step, result.message)
+        message = with_unique_call_ids(message, self._used_call_ids())
         data = AssistantMessage(turn, step, message.content, result.usage, model)
         self.session.append("assistant/message", data)
         calls = [block for block in message.content if isinstance(block, ToolCall)]
@@ -541,10 +600,11 @@ class AgentLoop:
     async def resume(
         self, session_id: str, options: AgentOptions | None = None, agent_id: str | None = None
     ) -> LoopAgent:
-        """Continue a stored session: load it, close a turn a crash left open, mark where the
-        stored log ends (``session/end-seed``), restore messages that were queued but never
-        ran, and start an agent on it (its id defaults to the one the session id was made for,
-        see :func:`new_session_id`, else the session id itself)."""
+        """Continue a stored session: load it, take its writer lock (``SessionBusy`` if another
+        process writes it), close a turn a crash left open, mark where the stored log ends
+        (``session/end-seed``), restore messages that were queued but never ran, and start an
+        agent on it (its id defaults to the one the session id was made for, see
+        :func:`new_session_id`, else the session id itself)."""
         events = await self._harness.sessions.load(session_id)
         if events is None:
             raise DshError(
@@ -552,6 +612,7 @@ class AgentLoop:
                 "(dsh plugins), and is this the right data directory?"
             )
         session = self._harness.sessions.create(session_id, events, persisted=len(events))
+        await self._harness.sessions.claim(session)  # another writer: fail now, append nothing
         session.append("session/end-seed", SeedEnd(len(events)))
         for type_, data in recovery.closing_events(events):
             session.append(type_, data)

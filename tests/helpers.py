@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
+import dsh.plugins
 from dsh import AgentOptions, Harness
 from dsh.events import SessionEvent
 from dsh.loop import LoopAgent
+from dsh.plugins import ENTRY_POINT_GROUP
 from dsh.testing import ScriptedAdapter, ScriptEntry
 
 
@@ -82,3 +86,45 @@ def install_fake_dists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("DSH_DISABLE_PLUGINS", raising=False)
     return tmp_path
+
+
+#: The distribution that ships dsh and its built-in plugins.
+OWN_DISTRIBUTION = "dsh-harness"
+
+
+def foreign_plugins() -> dict[str, str]:
+    """``{entry-point name: distribution}`` of the installed ``dsh`` plugins that do not come
+    with dsh (a third-party plugin installed in the same environment)."""
+    return {
+        ep.name: ep.dist.name
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if ep.dist is not None and ep.dist.name != OWN_DISTRIBUTION
+    }
+
+
+def hide_plugins(monkeypatch: pytest.MonkeyPatch, hidden: Mapping[str, str]) -> None:
+    """Keep the plugins ``hidden`` (from :func:`foreign_plugins`) out of the harnesses a test
+    makes: in this process discovery skips their distributions (whatever the test sets
+    ``DSH_DISABLE_PLUGINS`` to), and child processes inherit ``DSH_DISABLE_PLUGINS`` naming
+    them. Plugins a test installs itself stay visible."""
+    if not hidden:
+        return
+    distributions = set(hidden.values())
+
+    def without_hidden(*, group: str) -> importlib.metadata.EntryPoints:
+        found = importlib.metadata.entry_points(group=group)
+        return importlib.metadata.EntryPoints(
+            ep for ep in found if ep.dist is None or ep.dist.name not in distributions
+        )
+
+    monkeypatch.setattr(dsh.plugins, "entry_points", without_hidden)
+    disabled = {*dsh.plugins.disabled_from_env(), *hidden}
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", ",".join(sorted(disabled)))
+
+
+def disabled_plugins(*names: str) -> str:
+    """A ``DSH_DISABLE_PLUGINS`` value for a child process: ``names`` added to what the test
+    session already turns off (third-party plugins installed beside dsh, see
+    :func:`hide_plugins`)."""
+    current = [name for name in os.environ.get("DSH_DISABLE_PLUGINS", "").split(",") if name]
+    return ",".join([*current, *names])

@@ -96,7 +96,7 @@ def test_plugin_commands_are_dispatched(
 
 
 def test_config_dump_redacts_secrets(capsys: pytest.CaptureFixture[str]) -> None:
-    from dsh.cli import _redacted
+    from dsh.configdoc import masked as _redacted
 
     raw = {
         "x": {"api_key": "sk-123", "empty_token": "", "nested": [{"password": "p"}], "n": 1},

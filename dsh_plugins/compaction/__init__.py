@@ -2,9 +2,15 @@
 
 A ``dsh_agent_request`` implementation. When a request's calibrated token estimate passes the
 threshold (the context window minus a reserve for the answer), it first prunes old tool results
-(their content replaced by a note saying what was elided); if that is not enough, it summarises
-the older part of the conversation with a model call and replaces it with the summary. The
-recent tail is kept verbatim, and a cut never separates a tool call from its result.
+(their content replaced by a note saying what was elided); if that does not bring the request
+down to the low-water mark (``low_water`` of the window, 60% by default), it summarises the
+older part of the conversation with a model call and replaces it with the summary. The recent
+tail is kept verbatim, and a cut never separates a tool call from its result.
+
+Why a low-water mark: stopping just under the threshold would compact again a step or two later,
+and every compaction rewrites the conversation mid-prefix, which throws away the provider's
+prompt cache. Compacting well below the threshold leaves headroom, so the history stays an
+append-only prefix for many steps between compactions.
 
 Everything is logged (``compaction/start``, ``compaction/prune``, ``compaction/summary``,
 ``compaction/end``) and ``Session.derive_messages()`` applies it, so the model sees exactly what
@@ -22,7 +28,7 @@ from attrs import evolve, field, frozen
 from dsh import Retry, hookimpl
 from dsh.chunks import LlmFailure, TokenUsage
 from dsh.content import Message, Text, ToolResult, text_of
-from dsh.errors import DshError, LlmError
+from dsh.errors import ConfigError, DshError, LlmError
 from dsh.events import (
     CompactionEnd,
     CompactionPrune,
@@ -55,9 +61,11 @@ SUMMARY_INSTRUCTION = (
 class CompactionConfig:
     """Section ``compaction``.
 
-    The threshold is the context window minus ``reserve_tokens``; the window comes from
+    The threshold is the context window minus ``reserve_tokens`` (at most the model's output
+    limit and half its window, see :meth:`CompactionPlugin.reserve`); the window comes from
     ``context_windows[model]``, else ``context_window``, else the adapter's model info, else
-    ``default_context_window``.
+    ``default_context_window``. A compaction aims at ``low_water`` times the window (never
+    above the threshold): 1.0 compacts only just under the threshold.
     """
 
     enabled: bool = True
@@ -65,6 +73,7 @@ class CompactionConfig:
     context_windows: dict[str, int] = field(factory=dict)
     default_context_window: int = 128_000
     reserve_tokens: int = 16_384
+    low_water: float = 0.6
     keep_recent_tokens: int = 20_000
     prune_min_chars: int = 400
     summary_model: str | None = None
@@ -131,8 +140,31 @@ class CompactionPlugin:
             return info.context_window
         return config.default_context_window
 
+    def reserve(self, model: str) -> int:
+        """The tokens kept free for the answer: ``reserve_tokens``, but never more than the
+        model's output limit (its answer cannot be longer) nor half its window (a small local
+        model would otherwise be compacted before every request, or always)."""
+        window = self.context_window(model)
+        info = self._harness.llm.model_info(model) if self._harness else None
+        limit = info.max_output_tokens if info is not None else None
+        return min(self.config.reserve_tokens, window // 2, limit or window)
+
     def threshold(self, model: str) -> int:
-        return self.context_window(model) - self.config.reserve_tokens
+        return self.context_window(model) - self.reserve(model)
+
+    def target(self, model: str) -> int:
+        """What a compaction aims at: the low-water mark, never above the threshold."""
+        low_water = self.config.low_water
+        if not 0.0 < low_water <= 1.0:
+            # Checked here, where it is used: an error at harness start would only be logged.
+            raise ConfigError(
+                [
+                    "[compaction] low_water is a share of the context window: give a number "
+                    f"above 0 and at most 1 (0.6 is the default), not {low_water!r}"
+                ]
+            )
+        window = self.context_window(model)
+        return min(self.threshold(model), int(window * low_water))
 
     # -- hooks -----------------------------------------------------------------------------
     @hookimpl(trylast=True)
@@ -145,10 +177,10 @@ class CompactionPlugin:
         forced = agent.id in self._forced
         self._forced.discard(agent.id)
         raw = self.meter.raw(request)
-        limit = self.threshold(request.model)
+        limit, target = self.threshold(request.model), self.target(request.model)
         if self.meter.estimate(request, raw) > limit or forced:
             reason = "overflow" if forced else "threshold"
-            await self._compact(agent, turn, request, reason, limit)
+            await self._compact(agent, turn, request, reason, target)
             request = evolve(request, messages=agent.session.derive_messages())
             raw = self.meter.raw(request)
         self._estimates[agent.session.id] = (request.model, raw)
@@ -208,6 +240,9 @@ class CompactionPlugin:
         after = self._estimate(request, session.derive_messages())
         error: str | None = None
         if cut > 0 and (after > limit or reason != "threshold"):
+            # The summary is a paid model request: like any, it comes after a checkpoint, so a
+            # crash during it cannot lose the user's message (a failed write ends the turn).
+            await session.checkpoint()
             try:
                 after = await self._summarise(
                     agent, request, session.history()[:cut], history[cut][0]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dsh_plugins.mock_server import faults, transcripts
-from dsh_plugins.mock_server.conversation import scripted
+from dsh_plugins.mock_server.conversation import scripted, thinking_enabled
 from dsh_plugins.mock_server.scenario import Scenario, reply
 
 __all__ = [
@@ -49,15 +49,25 @@ def deltas(body: Mapping[str, Any], chunks: int = 20_000) -> Scenario:
     return reply(model=model, text=delta_text(chunks), name="deltas")
 
 
-def tool_loop(body: Mapping[str, Any], steps: int = 5, tool: str = "echo") -> Scenario:
+def tool_loop(
+    body: Mapping[str, Any], steps: int = 5, tool: str = "echo", reasoning: str | None = None
+) -> Scenario:
     """Call ``tool`` until the conversation holds ``steps`` tool results, then answer: the
-    same answer to the same conversation, so any number of agents can share the queue."""
+    same answer to the same conversation, so any number of agents can share the queue.
+    ``reasoning`` (thinking mode): what each step reasons first; ``""`` streams only the
+    empty opening ``reasoning_content`` (the turn the API still wants passed back). Left
+    unset, a request in thinking mode gets a short reasoning before each answer, as the API
+    gives, and one with thinking off gets none."""
     done = sum(1 for message in body.get("messages", ()) if message.get("role") == "tool")
     model = str(body.get("model", "deepseek-v4-flash"))
+    if reasoning is None and "messages" in body and thinking_enabled(body):
+        reasoning = f"{done} tool result(s) so far; {steps} wanted."
     if done >= steps:
-        return reply(model=model, text=f"finished after {done} steps", name="tool-loop")
+        text = f"finished after {done} steps"
+        return reply(model=model, reasoning=reasoning, text=text, name="tool-loop")
     arguments = json.dumps({"text": f"step {done}"})
-    return reply(model=model, tool_calls=((f"call_{done}", tool, arguments),), name="tool-loop")
+    call = (f"call_{done}", tool, arguments)
+    return reply(model=model, reasoning=reasoning, tool_calls=(call,), name="tool-loop")
 
 
 def _fixed(build: Callable[..., Scenario]) -> Callable[..., Scenario]:
@@ -85,6 +95,13 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "finish-without-delta": _fixed(transcripts.finish_without_delta),
     "reasoning-only": _fixed(transcripts.reasoning_only),
     "data-after-done": _fixed(transcripts.data_after_done),
+    # framing only proxies send
+    "framing-fields": _fixed(transcripts.framing_fields),
+    "done-whitespace": _fixed(transcripts.done_whitespace),
+    "usage-choices-null": _fixed(transcripts.usage_choices_null),
+    "usage-no-choices": _fixed(transcripts.usage_no_choices),
+    "invalid-utf8": _fixed(transcripts.invalid_utf8),
+    "queued": _fixed(faults.queued),
     # faults
     "bad-request": _fixed(faults.bad_request),
     "context-length": _fixed(faults.context_length),
@@ -103,6 +120,12 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "content-filter": _fixed(faults.content_filter),
     "insufficient-resource": _fixed(faults.insufficient_resource),
     "error-event": _fixed(faults.error_event),
+    "unknown-finish": _fixed(faults.unknown_finish),
+    "queued-stall": _fixed(faults.queued_stall),
+    "json-error-200": _fixed(faults.json_error_200),
+    "completion-200": _fixed(faults.completion_200),
+    "html-200": _fixed(faults.html_200),
+    "empty-200": _fixed(faults.empty_200),
 }
 
 

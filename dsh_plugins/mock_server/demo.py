@@ -1,7 +1,8 @@
 """``dsh demo``: a real agent on the DeepSeek adapter, against the mock server on loopback.
 
 Streams the model's reasoning (dimmed on a terminal) and text as they arrive, shows the tool call
-and its result, then the token usage. No API key, no network.
+and its result, then the token usage (the usage line of ``dsh chat``), where the session is
+stored and how to continue it. No API key, no network.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from dsh.harness import Harness
 from dsh.request import ToolSchema
 from dsh.tools import Tool, ToolExecution
 from dsh_plugins.mock_server.server import MockServer
+from dsh_plugins.persistence_jsonl import JsonlStore, file_name
+from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
 
 __all__ = ["DEMO_MODEL", "DEMO_PROMPT", "DemoHost", "configure", "run"]
 
-DEMO_MODEL = "deepseek-v4-flash"
+DEMO_MODEL = "deepseek-flash"
 DEMO_PROMPT = 'How many words are in "the quick brown fox jumps over the lazy dog"?'
 
 
@@ -55,6 +58,7 @@ class DemoHost:
         self.out = out
         self.usage = TokenUsage()
         self.model_calls = 0
+        self.meter: UsageMeter | None = None
         self._dim, self._plain = ("\x1b[2m", "\x1b[0m") if color else ("", "")
         self._line_open = False
 
@@ -83,14 +87,13 @@ class DemoHost:
         elif isinstance(data, AssistantMessage) and data.usage is not None:
             self.usage += data.usage
             self.model_calls += 1
+        if self.meter is not None:
+            self.meter.observe(event)
 
     def usage_line(self) -> str:
-        u = self.usage
-        return (
-            f"usage: {self.model_calls} model calls · input {u.input_tokens} "
-            f"(+{u.cache_read_tokens} cached) · output {u.output_tokens} "
-            f"({u.reasoning_tokens} reasoning)"
-        )
+        """The usage line ``dsh chat`` and ``dsh run --usage`` print."""
+        line = self.meter.line() if self.meter is not None else None
+        return f"── {line or 'no usage reported'}"
 
     def _end_line(self) -> None:
         if self._line_open:
@@ -116,6 +119,7 @@ async def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         config = {"llm_deepseek": {"base_url": server.url, "api_key": "demo-key"}}
         try:
             async with Harness(plugins=[host], config=config) as harness:
+                host.meter = UsageMeter(price_book(harness))
                 agent = harness.agent_loop.create("demo", AgentOptions(DEMO_MODEL, thinking=True))
                 agent.send(args.prompt)
                 await agent.wait_idle()
@@ -128,4 +132,23 @@ async def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         print(f"\ndsh demo failed: the turn ended {end.reason}", file=out)
         return 1
     print(f"\n{host.usage_line()}", file=out)
+    print(stored_hint(harness, agent.session.id), file=out)
     return 0
+
+
+def stored_hint(harness: Harness, session_id: str) -> str:
+    """Where the demo's session is stored and how to continue it."""
+    stores = [harness.plugins.get(name) for name in harness.plugins.names()]
+    files = [
+        store.directory / file_name(session_id)
+        for store in stores
+        if isinstance(store, JsonlStore) and store.directory is not None
+    ]
+    if not harness.plugins.runtime.impls("dsh_session_load"):
+        return f"session {session_id} was not stored: no persistence plugin is enabled"
+    where = f"stored in {files[0]}" if files else "stored (dsh sessions list)"
+    return (
+        f"session {session_id} {where}\n"
+        f"continue it: dsh chat --resume {session_id} "
+        "(against the real API: set DEEPSEEK_API_KEY first)"
+    )

@@ -3,30 +3,43 @@ stream has been seen to break (``deepseek-wire.md`` §4.6, §5)."""
 
 from __future__ import annotations
 
-from dsh_plugins.mock_server.scenario import Scenario, error_reply, reply
-from dsh_plugins.mock_server.wire import DONE_FRAME, dumps
+from dsh_plugins.mock_server.scenario import CREATED, FINGERPRINT, Scenario, error_reply, reply
+from dsh_plugins.mock_server.wire import DONE_FRAME, KEEP_ALIVE, dumps, usage_json
 
 __all__ = [
+    "HTML_PAGE",
     "auth",
     "bad_request",
+    "completion_200",
     "content_filter",
     "context_length",
     "disconnect",
     "empty",
+    "empty_200",
     "error_event",
+    "html_200",
     "insufficient_balance",
     "insufficient_resource",
+    "json_error_200",
     "keep_alive_stall",
     "malformed_json",
     "missing_done",
     "overloaded",
+    "queued",
+    "queued_stall",
     "rate_limit",
     "server_error",
     "stall",
+    "unknown_finish",
     "unprocessable",
 ]
 
 PARTIAL_TEXT = "Partial answer"
+#: What a gateway in front of the API answers with HTTP 200 when it has no stream to give.
+HTML_PAGE = (
+    "<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway"
+    "</h1><p>The upstream server did not answer.</p></body></html>"
+)
 
 
 def _partial() -> tuple[str, ...]:
@@ -153,3 +166,58 @@ def error_event() -> Scenario:
         "code": "server_error",
     }
     return Scenario("error-event", (*_partial(), f"data: {dumps({'error': error})}\n\n"))
+
+
+def unknown_finish() -> Scenario:
+    """A ``finish_reason`` the API does not document (a newer server, a gateway's own)."""
+    return Scenario("unknown-finish", reply(text=PARTIAL_TEXT, finish="model_overheated").frames)
+
+
+def queued(wait_s: float = 1.0, interval_s: float = 0.05) -> Scenario:
+    """A queued request (rate-limit page): ``: keep-alive`` comments for ``wait_s`` before
+    inference starts, then a whole answer. Not a stall: an adapter must wait for it."""
+    keep_alives = (KEEP_ALIVE,) * max(1, round(wait_s / interval_s))
+    answer = reply(text="Served after the queue.").frames
+    return Scenario("queued", (*keep_alives, *answer), interval_s=interval_s)
+
+
+def queued_stall(interval_s: float = 0.05) -> Scenario:
+    """A request that stays queued: ``: keep-alive`` comments and never a data event (the API
+    closes such a connection after 10 minutes)."""
+    return Scenario("queued-stall", (), ending="keep-alive", interval_s=interval_s)
+
+
+def json_error_200() -> Scenario:
+    """HTTP 200 with a JSON error object instead of a stream (as some gateways answer)."""
+    error = {
+        "message": "Rate Limit Reached",
+        "type": "rate_limit_reached_error",
+        "param": None,
+        "code": "rate_limit_reached_error",
+    }
+    return Scenario("json-error-200", body=dumps({"error": error}), event_stream=False)
+
+
+def completion_200() -> Scenario:
+    """HTTP 200 with a non-streamed ``chat.completion`` (a proxy that dropped ``stream``)."""
+    message = {"role": "assistant", "content": PARTIAL_TEXT}
+    completion = {
+        "id": "8c1f2e3d-4b5a-4c6d-9e8f-7a6b5c4d3e2f",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": "deepseek-flash",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "usage": usage_json(16, 4, reasoning=0),
+        "system_fingerprint": FINGERPRINT,
+    }
+    return Scenario("completion-200", body=dumps(completion), event_stream=False)
+
+
+def html_200() -> Scenario:
+    """HTTP 200 with an HTML page (a captive portal or a gateway's error page)."""
+    return Scenario("html-200", body=HTML_PAGE, content_type="text/html", event_stream=False)
+
+
+def empty_200() -> Scenario:
+    """HTTP 200 with an empty JSON-typed body."""
+    return Scenario("empty-200", body="", event_stream=False)

@@ -25,10 +25,13 @@ every ``interval_s`` (or 10 ms) forever. The last two end when the server closes
 
 @frozen
 class Scenario:
-    """One answer. A ``status`` other than 200 answers ``body`` with ``content_type``;
-    otherwise ``frames`` (SSE text, ``[DONE]`` included when wanted) are streamed, each after
-    ``interval_s``, then the ``ending`` happens. Non-streaming requests get the frames folded
-    into one ``chat.completion`` object."""
+    """One answer. A ``status`` other than 200, or ``event_stream=False``, answers ``body``
+    with ``content_type`` (an HTTP 200 that is not an event stream: a JSON error, a
+    non-streamed completion, an HTML page, an empty body). Otherwise ``frames`` (SSE text,
+    ``[DONE]`` included when wanted; lone surrogates are sent as the raw bytes they escape,
+    :func:`~dsh_plugins.mock_server.wire.frame_bytes`) are streamed, each after ``interval_s``,
+    then the ``ending`` happens. Non-streaming requests get the frames folded into one
+    ``chat.completion`` object."""
 
     name: str
     frames: tuple[str, ...] = ()
@@ -38,6 +41,7 @@ class Scenario:
     headers: tuple[tuple[str, str], ...] = ()
     ending: Ending = "close"
     interval_s: float = 0.0
+    event_stream: bool = True
 
 
 def split_words(text: str | None) -> list[str]:

@@ -18,17 +18,21 @@ from types import TracebackType
 from typing import Any, cast
 
 from aiohttp import web
-from attrs import frozen
+from attrs import evolve, frozen
 
 from dsh.sse import parse_sse
+from dsh_plugins.mock_server import anthropic, anthropic_checks
+from dsh_plugins.mock_server.cache import PrefixCache, with_cache_hits
 from dsh_plugins.mock_server.catalogue import ScenarioSpec, check_spec, resolve
 from dsh_plugins.mock_server.scenario import Scenario, error_reply
-from dsh_plugins.mock_server.validate import validate
-from dsh_plugins.mock_server.wire import KEEP_ALIVE, dumps
+from dsh_plugins.mock_server.validate import serving_model, validate
+from dsh_plugins.mock_server.wire import KEEP_ALIVE, TRACE_ID_HEADER, dumps, frame_bytes
 
 __all__ = ["MODELS", "MockServer", "RecordedRequest", "completion_json"]
 
-MODELS = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner")
+#: The models the API lists today; the legacy names it still serves are accepted too
+#: (``validate.LEGACY_MODELS``), and answered by (and in the name of) their successor.
+MODELS = ("deepseek-flash", "deepseek-v4-pro")
 _KEEP_ALIVE_INTERVAL_S = 0.01
 
 
@@ -43,12 +47,20 @@ class RecordedRequest:
 
 class MockServer:
     """A DeepSeek-compatible server on loopback. ``async with MockServer() as server:`` then
-    point an adapter at ``server.url``. ``api_key=None`` accepts any bearer token."""
+    point an adapter at ``server.url``. ``api_key=None`` accepts any bearer token.
+    ``prefix_cache``: report cache hits as DeepSeek does, for the part of each prompt that an
+    earlier prompt started with (:mod:`.cache`); off, every prompt is a miss."""
 
     def __init__(
-        self, *, port: int = 0, api_key: str | None = None, models: Iterable[str] = MODELS
+        self,
+        *,
+        port: int = 0,
+        api_key: str | None = None,
+        models: Iterable[str] = MODELS,
+        prefix_cache: bool = False,
     ) -> None:
         self.api_key = api_key
+        self.prefix_cache = PrefixCache() if prefix_cache else None
         self.models = tuple(models)
         self.requests: list[RecordedRequest] = []
         self._port = port
@@ -81,6 +93,9 @@ class MockServer:
         for prefix in ("", "/v1", "/beta"):
             app.router.add_post(f"{prefix}/chat/completions", self._chat)
             app.router.add_get(f"{prefix}/models", self._models)
+        # The Messages API: Anthropic's base URL and DeepSeek's (``/anthropic``).
+        for prefix in ("", "/anthropic"):
+            app.router.add_post(f"{prefix}/v1/messages", self._messages)
         app.router.add_post("/mock/queue", self._queue_endpoint)
         app.router.add_post("/mock/shutdown", self._shutdown_endpoint)
         app.router.add_get("/mock/stats", self._stats_endpoint)
@@ -131,13 +146,44 @@ class MockServer:
         scenario = (
             self._auth_failure(request.headers.get("Authorization", ""))
             or validate(body, beta=request.path.startswith("/beta"), models=self.models)
-            or self._next(body, request.headers.get("X-Mock-Scenario"))
+            or self._next(
+                {**body, "model": serving_model(body["model"])},
+                request.headers.get("X-Mock-Scenario"),
+            )
         )
-        if scenario.status != 200:
+        if scenario.status != 200 or not scenario.event_stream:
             return self._error(scenario)
+        if self.prefix_cache is not None:
+            scenario = with_cache_hits(scenario, self.prefix_cache.hit_tokens(body))
         if body.get("stream") is True:
             return await self._stream(request, scenario)
         return await self._complete(request, scenario)
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        """The same scenarios in the Messages API format (:mod:`.anthropic`)."""
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        self.requests.append(RecordedRequest(request.path, request.headers.copy(), body))
+        self._served += 1
+        headers = (("request-id", f"mock-{self._served}"),)
+        refused = anthropic_checks.auth_failure(
+            request.headers.get("x-api-key", ""), self.api_key
+        ) or anthropic_checks.validate(body, self.models)
+        if refused is not None:
+            return self._error(evolve(refused, headers=headers))
+        chat = anthropic_checks.openai_body(body)
+        scenario = self._next(chat, request.headers.get("X-Mock-Scenario"))
+        if self.prefix_cache is not None and scenario.status == 200 and scenario.event_stream:
+            scenario = with_cache_hits(scenario, self.prefix_cache.hit_tokens(chat))
+        scenario = anthropic.encode(evolve(scenario, headers=(*headers, *scenario.headers)))
+        if scenario.status != 200 or not scenario.event_stream:
+            return self._error(scenario)
+        if body.get("stream") is True:
+            return await self._stream(request, scenario)
+        return await self._complete(request, scenario, anthropic.message_json(scenario))
 
     def _auth_failure(self, header: str) -> Scenario | None:
         scheme, _, key = header.partition(" ")
@@ -162,7 +208,8 @@ class MockServer:
         return resolve(spec, body)
 
     def _headers(self, scenario: Scenario, content_type: str) -> dict[str, str]:
-        headers = {"Content-Type": content_type, "x-request-id": f"mock-{self._served}"}
+        # Every answer names its request, as DeepSeek's do.
+        headers = {"Content-Type": content_type, TRACE_ID_HEADER: f"mock-{self._served}"}
         headers.update(scenario.headers)
         return headers
 
@@ -178,19 +225,23 @@ class MockServer:
             for frame in scenario.frames:
                 if scenario.interval_s:
                     await asyncio.sleep(scenario.interval_s)
-                await response.write(frame.encode())
+                await response.write(frame_bytes(frame))
             await self._end(request, response, scenario)
         except ConnectionResetError:
             self._gone()
         return response
 
-    async def _complete(self, request: web.Request, scenario: Scenario) -> web.StreamResponse:
+    async def _complete(
+        self, request: web.Request, scenario: Scenario, text: str | None = None
+    ) -> web.StreamResponse:
+        """The answer not streamed: ``text``, else the frames folded into a completion."""
         response = web.StreamResponse(headers=self._headers(scenario, "application/json"))
         await response.prepare(request)
         # Non-streaming keep-alive is blank lines before the body.
         keep_alives = sum(frame == KEEP_ALIVE for frame in scenario.frames)
+        body = completion_json(scenario) if text is None else text
         try:
-            await response.write(b"\n" * keep_alives + completion_json(scenario).encode())
+            await response.write(b"\n" * keep_alives + body.encode())
             await self._end(request, response, scenario)
         except ConnectionResetError:
             self._gone()
@@ -249,7 +300,7 @@ def completion_json(scenario: Scenario) -> str:
     """The frames folded into one non-streaming ``chat.completion`` body. A frame that is not
     JSON is returned as it is (the malformed-body fault)."""
     payloads: list[Any] = []
-    for event in parse_sse("".join(scenario.frames).encode()):
+    for event in parse_sse(frame_bytes("".join(scenario.frames))):
         try:
             payloads.append(json.loads(event.data))
         except ValueError:

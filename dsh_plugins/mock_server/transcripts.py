@@ -9,13 +9,24 @@ StreamChunk sequence each one must produce.
 from __future__ import annotations
 
 from dsh_plugins.mock_server.scenario import Scenario
-from dsh_plugins.mock_server.wire import DONE_FRAME, KEEP_ALIVE, ChunkStyle, dumps, usage_json
+from dsh_plugins.mock_server.wire import (
+    DONE_FRAME,
+    KEEP_ALIVE,
+    ChunkStyle,
+    data_frame,
+    dumps,
+    usage_json,
+)
 
 __all__ = [
+    "PLAIN_FORMS",
     "V3_TOOL_ARGUMENTS",
     "data_after_done",
+    "done_whitespace",
     "finish_with_content",
     "finish_without_delta",
+    "framing_fields",
+    "invalid_utf8",
     "keep_alive",
     "reasoning_only",
     "text",
@@ -25,6 +36,8 @@ __all__ = [
     "tool_call_thinking",
     "tool_calls_one_chunk",
     "tool_calls_parallel",
+    "usage_choices_null",
+    "usage_no_choices",
     "usage_running",
     "usage_trailing",
 ]
@@ -362,3 +375,94 @@ def data_after_done() -> Scenario:
             f"data: {dumps({'not': 'a chunk'})}\n\n",
         ),
     )
+
+
+# -- framing that only proxies send: each is its plain form with one thing changed -----------
+
+
+def framing_fields() -> Scenario:
+    """``text-v4`` with the SSE fields a proxy adds: ``id:`` and ``event:`` lines on the data
+    events, a ``retry:``-only event, and keep-alive comments after an id was set. WHATWG SSE
+    says to ignore them for the data; an event with no data is not dispatched."""
+    plain = text_v4().frames
+    return Scenario(
+        "framing-fields",
+        (
+            f"id: 1\nevent: message\n{plain[0]}",
+            "retry: 3000\n\n",
+            f"id: 2\n{plain[1]}",
+            KEEP_ALIVE,
+            "id: 3\n\n",
+            f"event: delta\nid: 4\n{plain[2]}",
+            KEEP_ALIVE,
+            f"id: 5\n{plain[3]}",
+            plain[4],
+        ),
+    )
+
+
+def done_whitespace() -> Scenario:
+    """``text-v4`` whose ``[DONE]`` carries trailing whitespace."""
+    return Scenario("done-whitespace", (*text_v4().frames[:-1], "data: [DONE] \t\n\n"))
+
+
+def _usage_only(choices: object) -> str:
+    """The trailing usage-only chunk of ``usage-trailing`` with ``choices`` set to
+    ``choices`` (:data:`_NO_CHOICES`: the key left out)."""
+    payload: dict[str, object] = {
+        "id": "7d2e4b1a-9c3f-4e8d-b6a5-1f0e2d3c4b5a",
+        "object": "chat.completion.chunk",
+        "created": 1786782779,
+        "model": "deepseek-v4-flash",
+        "system_fingerprint": _V4_FLASH,
+    }
+    if choices is not _NO_CHOICES:
+        payload["choices"] = choices
+    payload["usage"] = usage_json(9, 1)
+    return data_frame(payload)
+
+
+_NO_CHOICES = object()
+
+
+def usage_choices_null() -> Scenario:
+    """``usage-trailing`` whose usage-only chunk has ``"choices": null``."""
+    frames = usage_trailing().frames
+    return Scenario("usage-choices-null", (*frames[:-2], _usage_only(None), frames[-1]))
+
+
+def usage_no_choices() -> Scenario:
+    """``usage-trailing`` whose usage-only chunk has no ``choices`` key at all."""
+    frames = usage_trailing().frames
+    return Scenario("usage-no-choices", (*frames[:-2], _usage_only(_NO_CHOICES), frames[-1]))
+
+
+def invalid_utf8(plain: bool = False) -> Scenario:
+    """A text answer with a byte that is not UTF-8 (``0xE9``, Latin-1 "é") inside its content;
+    ``plain``: its plain form, with U+FFFD where the byte was (what a decoder must make of
+    it)."""
+    style = ChunkStyle(
+        "4d5e6f7a-8b9c-4d0e-1f2a-3b4c5d6e7f8a", "deepseek-v4-flash", 1786782779, _V4_FLASH
+    )
+    # U+FFFD, or a lone surrogate, which frame_bytes sends as the raw byte 0xE9.
+    broken = chr(0xFFFD) if plain else chr(0xDCE9)
+    return Scenario(
+        "invalid-utf8",
+        (
+            style.chunk({"role": "assistant", "content": ""}),
+            style.chunk({"content": "Caf"}),
+            style.chunk({"content": f"{broken} au lait"}),
+            style.chunk({"content": ""}, "stop", usage_json(6, 3, reasoning=0)),
+            DONE_FRAME,
+        ),
+    )
+
+
+#: Each framing variant → the scenario it must give the same chunks as.
+PLAIN_FORMS = {
+    "framing-fields": text_v4,
+    "done-whitespace": text_v4,
+    "usage-choices-null": usage_trailing,
+    "usage-no-choices": usage_trailing,
+    "invalid-utf8": lambda: invalid_utf8(plain=True),
+}

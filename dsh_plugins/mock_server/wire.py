@@ -7,10 +7,27 @@ from typing import Any
 
 from attrs import frozen
 
-__all__ = ["DONE_FRAME", "KEEP_ALIVE", "ChunkStyle", "data_frame", "dumps", "usage_json"]
+__all__ = [
+    "DONE_FRAME",
+    "KEEP_ALIVE",
+    "TRACE_ID_HEADER",
+    "ChunkStyle",
+    "data_frame",
+    "dumps",
+    "frame_bytes",
+    "usage_json",
+]
 
 DONE_FRAME = "data: [DONE]\n\n"
 KEEP_ALIVE = ": keep-alive\n\n"
+#: The response header in which DeepSeek names the request (its trace id).
+TRACE_ID_HEADER = "x-ds-trace-id"
+
+
+def frame_bytes(frames: str) -> bytes:
+    """Frames as sent: UTF-8, with each lone surrogate (``"\\udce9"``) sent as the raw byte it
+    escapes, so a scenario can carry the invalid UTF-8 a broken proxy sends."""
+    return frames.encode("utf-8", "surrogateescape")
 
 
 def dumps(payload: Any) -> str:

@@ -53,8 +53,9 @@ class RetryConfig:
 
 @frozen
 class RetryEvent:
-    """Data of ``llm/retry``: attempt ``attempt`` failed with ``code``; the next call starts
-    after ``delay_s``."""
+    """Data of ``llm/retry``: attempt ``attempt`` (of at most ``max_attempts``) failed with
+    ``code`` (HTTP ``status``, when there was one); the next call starts after ``delay_s``.
+    The last two fields let a UI say ``↻ 429 rate limited — retrying in 3 s (2/5)``."""
 
     turn: int
     step: int
@@ -62,6 +63,8 @@ class RetryEvent:
     code: str
     message: str
     delay_s: float
+    status: int | None = None
+    max_attempts: int | None = None
 
 
 def backoff_s(config: RetryConfig, attempt: int, draw: float) -> float:
@@ -96,7 +99,16 @@ class RetryPlugin:
         delay_s = self.delay_for(failure, attempt)
         if delay_s is None:
             return None
-        event = RetryEvent(turn, step, attempt, failure.code, failure.message, delay_s)
+        event = RetryEvent(
+            turn,
+            step,
+            attempt,
+            failure.code,
+            failure.message,
+            delay_s,
+            failure.status,
+            self._config.max_attempts,
+        )
         agent.session.append(RETRY_EVENT, event)
         return Retry(delay_s)
 

@@ -13,15 +13,19 @@ from typing import Literal
 
 from attrs import evolve
 
+from dsh import aliases
+from dsh.agent import AgentOptions
 from dsh.content import text_of
 from dsh.errors import DshError
+from dsh.events import TurnAborted, TurnEndReason
 from dsh.harness import Harness
 from dsh.loop import LoopAgent
 from dsh.tools import ToolExecution
 from dsh_plugins.terminal_ui import startup
+from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
-from dsh_plugins.terminal_ui.threads import Approval, Idle, Message
-from dsh_plugins.terminal_ui.usage import UsageMeter, prices_from_config
+from dsh_plugins.terminal_ui.threads import Approval, Draft, Idle, Message
+from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
 from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy
 
 __all__ = ["AGENT_ID", "Action", "ChatSession"]
@@ -35,10 +39,13 @@ KEYS = (
     "Ctrl-C interrupts the agent (twice: quit) · type while it works to steer it · "
     "end a line with \\ to continue it · Ctrl-D quits"
 )
+#: Why a chat aborts a turn when the user presses Ctrl-C.
+USER_ABORT = "interrupted"
 
 
 class ChatSession:
-    """One chat: the harness, the agent it talks to, and the slash commands."""
+    """One chat: the harness, the agent it talks to, and the slash commands. ``terminal``: a
+    person types at a terminal (key hints are for them; a piped script gets none)."""
 
     def __init__(
         self,
@@ -46,15 +53,23 @@ class ChatSession:
         args: argparse.Namespace,
         out: Lines,
         post: Callable[[Message], None],
+        *,
+        terminal: bool = True,
     ) -> None:
         self.harness = harness
         self.args = args
         self.post = post
         self.style = out.style
+        self.terminal = terminal
         show_reasoning = startup.section(harness).show_reasoning and not args.hide_reasoning
-        self.renderer = Renderer(out, out, show_reasoning=show_reasoning)
-        meter = UsageMeter(prices_from_config(harness.config.dump()))
-        self.view = AgentView(self.renderer, meter, show_usage=True)
+        self.renderer = Renderer(
+            out,
+            out,
+            show_reasoning=show_reasoning,
+            progress=Progress(out, enabled=wants_progress(out.stream)),
+        )
+        meter = UsageMeter(price_book(harness))
+        self.view = AgentView(self.renderer, meter, show_usage=True, after_turn=self._after_turn)
         self.approvals = ApprovalPolicy(self.approve)
         self._agent: LoopAgent | None = None
         self._watching: set[asyncio.Task[None]] = set()
@@ -91,7 +106,8 @@ class ChatSession:
         )
         if resumed:
             self._recap()
-        self.note(self.style.dim("/help for commands · Ctrl-C interrupts · Ctrl-D quits"))
+        if self.terminal:
+            self.note(self.style.dim("/help for commands · Ctrl-C interrupts · Ctrl-D quits"))
         return self._follow_if_busy()
 
     async def close(self) -> None:
@@ -155,6 +171,7 @@ class ChatSession:
         if not text.startswith("/"):
             if text:
                 self.agent.steer(text)
+                self.note(self.style.dim(f"↪ queued: {one_line(text)}"))
             return "busy"
         name = text.split()[0]
         if name in ("/quit", "/exit", "/help", "/reasoning"):
@@ -164,12 +181,29 @@ class ChatSession:
         return "busy"
 
     async def abort(self) -> None:
-        self.agent.abort("interrupted")
+        self.agent.abort(USER_ABORT)
+
+    def _after_turn(self, agent: LoopAgent, reason: TurnEndReason) -> None:
+        """After the user's abort, steering that has not reached the model goes back to the
+        user as a draft: it must not start a turn on its own."""
+        if not (isinstance(reason, TurnAborted) and reason.reason == USER_ABORT):
+            return
+        left = [text_of(message.content) for message in agent.withdraw_steering()]
+        if not left:
+            return
+        draft = " ".join(text for text in left if text)
+        if self.terminal:
+            hint = "not sent; it is back at the prompt: Enter sends it, Ctrl-C drops it"
+            self.note(self.style.dim(f"↩ {one_line(draft, 80)}: {hint}"))
+            self.post(Draft(draft))
+        else:
+            self.note(self.style.dim(f"↩ not sent: {one_line(draft, 80)}"))
 
     async def approve(self, execution: ToolExecution, reason: str) -> bool:
         """Ask the user (through the terminal thread) whether a tool call may run."""
         if self.args.yes:
             return True
+        self.renderer.progress.stop()  # the question is written by the terminal thread
         if reason:
             self.note(self.style.yellow(f"approval needed: {reason}"))
         self.renderer.end_lines()
@@ -192,7 +226,8 @@ class ChatSession:
             usage, _, rest = help_.partition("  ")
             shown = f"{name} {usage}" if rest else name
             self.note(f"  {shown:<16} {rest or help_}")
-        self.note(self.style.dim(KEYS))
+        if self.terminal:
+            self.note(self.style.dim(KEYS))
         return "idle"
 
     async def _quit(self, arg: str) -> Action:
@@ -206,16 +241,17 @@ class ChatSession:
 
     async def _model(self, arg: str) -> Action:
         if not arg:
-            models = ", ".join(self.harness.llm.models())
+            models = ", ".join(startup.usable_models(self.harness))
             available = self.style.dim(f"(available: {models})")
             self.note(f"model: {self.agent.options.model} {available}")
             return "idle"
-        problem = startup.model_problem(self.harness, arg)
+        model = aliases.resolve(arg)
+        problem = startup.model_problem(self.harness, model)
         if problem:
             self.note(self.style.red(problem))
             return "idle"
-        self.agent.options = evolve(self.agent.options, model=arg)
-        self.note(f"model: {arg}")
+        self.agent.options = evolve(self.agent.options, model=model)
+        self.note(f"model: {model}")
         return "idle"
 
     async def _sessions(self, arg: str) -> Action:
@@ -246,10 +282,17 @@ class ChatSession:
             agent = await resume(arg, options, AGENT_ID)
         except DshError as exc:
             self.note(self.style.red(f"cannot resume {arg!r}: {exc}"))
-            agent = await resume(previous, options, AGENT_ID)
+            agent = await self._reopen(previous, options)
         self._attach(agent)
         self._recap()
         return self._follow_if_busy()
+
+    async def _reopen(self, session_id: str, options: AgentOptions) -> LoopAgent:
+        """Back to the session a failed ``/resume`` left: resumed when a store has it, else
+        (no turn ran, so nothing was stored yet) started afresh under the same id."""
+        if await self.harness.sessions.load(session_id) is None:
+            return self.harness.agent_loop.create(AGENT_ID, options, session_id=session_id)
+        return await self.harness.agent_loop.resume(session_id, options, AGENT_ID)
 
     async def _compact(self, arg: str) -> Action:
         compaction = self.harness.services.get("compaction")
@@ -257,10 +300,8 @@ class ChatSession:
             self.note("compaction is not available: the compaction plugin is not loaded")
             return "idle"
         try:
-            changed = await compaction.compact(self.agent)
+            # What it did (or that there was nothing to do) is told by its compaction events.
+            await compaction.compact(self.agent)
         except DshError as exc:
             self.note(self.style.red(f"compaction failed: {exc}"))
-            return "idle"
-        if not changed:
-            self.note(self.style.dim("nothing to compact yet"))
         return "idle"

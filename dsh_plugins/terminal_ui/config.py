@@ -7,7 +7,7 @@ from attrs import frozen
 __all__ = ["DEFAULT_MODEL", "SECTION", "TerminalUiConfig"]
 
 SECTION = "terminal_ui"
-DEFAULT_MODEL = "deepseek-v4-flash"
+DEFAULT_MODEL = "deepseek-flash"
 
 
 @frozen

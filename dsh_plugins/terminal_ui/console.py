@@ -13,8 +13,9 @@ import concurrent.futures
 import os
 import signal
 import sys
-from collections.abc import Coroutine
-from contextlib import suppress
+import termios
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any, TextIO, TypeVar
@@ -31,6 +32,7 @@ from dsh_plugins.terminal_ui.style import Style, wants_color
 from dsh_plugins.terminal_ui.threads import (
     Approval,
     Done,
+    Draft,
     Eof,
     Idle,
     Interrupt,
@@ -90,6 +92,18 @@ class History:
         if self.readline is not None and line.strip():
             self.readline.add_history(line)
 
+    def prefill(self, text: str) -> None:
+        """Put ``text`` at the next prompt, to edit, send (Enter) or drop (Ctrl-C)."""
+        readline = self.readline
+        if readline is None:
+            return
+
+        def insert() -> None:
+            readline.insert_text(text)
+            readline.set_startup_hook(None)
+
+        readline.set_startup_hook(insert)
+
     def line_buffer(self) -> str:
         """What is typed at the prompt right now."""
         return "" if self.readline is None else str(self.readline.get_line_buffer())
@@ -130,6 +144,8 @@ class Console:
         self.history = history or History(None, history_path(), 0)
         self._at_prompt = False
         self._typed_at_interrupt = ""
+        self._quit_armed = False  # Ctrl-C at an empty prompt said how to quit
+        self._echo: tuple[list[Any], list[Any]] | None = None  # terminal modes while busy
 
     def run(self) -> int:
         """Chat until the user quits; returns the exit code."""
@@ -163,12 +179,19 @@ class Console:
             line = self.read_prompt()
             if line is None:
                 break
-            action = self.call(self.chat.submit(line)) or "idle"
+            # Nothing typed (a Ctrl-C at the prompt): straight back to it, so that a second
+            # Ctrl-C reaches the prompt instead of cancelling a call about nothing.
+            action = self.call(self.chat.submit(line)) or "idle" if line.strip() else "idle"
         return 0
 
     # -- waiting on the loop thread ----------------------------------------------------------
     def call(self, coro: Coroutine[Any, Any, T]) -> T | None:
-        """Run ``coro`` on the loop thread and wait for it; Ctrl-C cancels it (``None``)."""
+        """Run ``coro`` on the loop thread and wait for it; Ctrl-C cancels it (``None``).
+
+        A Ctrl-C that comes when ``coro`` has already finished (its ``Done`` not read yet: the
+        signal handler can even run before the done callback is added) cancels nothing; it is
+        kept for whoever waits next, so that it aborts the turn ``coro`` started instead of
+        being lost (which left the console waiting for an agent that never went idle)."""
         future = self.thread.submit(coro)
         future.add_done_callback(lambda done: self.pump.post(Done(done)))
         held: list[Message] = []
@@ -176,9 +199,7 @@ class Console:
             message = self.pump.next(stdin=False)
             if isinstance(message, Done) and message.future is future:
                 break
-            if isinstance(message, Interrupt):
-                future.cancel()
-            else:
+            if not (isinstance(message, Interrupt) and future.cancel()):
                 held.append(message)
         self.pump.push_back(held)
         return None if future.cancelled() else future.result()
@@ -187,21 +208,71 @@ class Console:
         """Wait until the agent is idle (``None``), steering it with typed lines and asking
         approvals; Ctrl-C aborts. Returns an exit code when the user quits meanwhile."""
         interrupted = False
-        while True:
-            message = self.pump.next(stdin=self.steering and not self.pump.eof)
-            if isinstance(message, Idle):
-                return None
-            if isinstance(message, Interrupt):
-                if interrupted:
-                    return INTERRUPTED
-                interrupted = True
-                self.thread.submit(self.chat.abort())
-            elif isinstance(message, Line):
-                self.history.add(message.text)
-                if self.call(self.chat.steer(message.text)) == "quit":
-                    return 0
-            elif isinstance(message, Approval):
+        with self._typing_hidden():
+            while True:
+                message = self.pump.next(stdin=self.steering and not self.pump.eof)
+                if isinstance(message, Idle):
+                    return None
+                code = self._while_busy(message, interrupted)
+                if code is not None:
+                    return code
+                interrupted = interrupted or isinstance(message, Interrupt)
+
+    def _while_busy(self, message: Message, interrupted: bool) -> int | None:
+        """One message while the agent works; an exit code when the user quits."""
+        if isinstance(message, Interrupt):
+            if interrupted:
+                return INTERRUPTED
+            self.thread.submit(self.chat.abort())
+        elif isinstance(message, Line):
+            self.history.add(message.text)
+            action = self.call(self.chat.steer(message.text))
+            if action == "quit":
+                return 0
+            if action is None:  # a Ctrl-C came while the line was handed over: it aborts
+                return self._while_busy(Interrupt(), interrupted)
+        elif isinstance(message, Approval):
+            with self._typing_shown():
                 self.ask(message)
+        elif isinstance(message, Draft):
+            self.history.prefill(message.text)
+        return None
+
+    @contextmanager
+    def _typing_hidden(self) -> Iterator[None]:
+        """While the agent writes, a terminal does not echo what is typed: the echo would land
+        in the middle of the streamed answer. Each line typed is acknowledged on a line of its
+        own instead (``↪ queued: …``)."""
+        if not self.tty:
+            yield
+            return
+        try:
+            saved = termios.tcgetattr(self.pump.fd)
+        except termios.error:  # not a terminal after all: nothing to hide
+            yield
+            return
+        quiet = list(saved)
+        quiet[3] &= ~termios.ECHO
+        termios.tcsetattr(self.pump.fd, termios.TCSANOW, quiet)
+        self._echo = (saved, quiet)
+        try:
+            yield
+        finally:
+            self._echo = None
+            termios.tcsetattr(self.pump.fd, termios.TCSANOW, saved)
+
+    @contextmanager
+    def _typing_shown(self) -> Iterator[None]:
+        """Echo again for a question the user answers (a tool approval)."""
+        echo = self._echo
+        if echo is None:
+            yield
+            return
+        termios.tcsetattr(self.pump.fd, termios.TCSANOW, echo[0])
+        try:
+            yield
+        finally:
+            termios.tcsetattr(self.pump.fd, termios.TCSANOW, echo[1])
 
     def ask(self, approval: Approval) -> None:
         """Ask whether a tool call may run. Ctrl-C or the end of input deny it (and then do
@@ -229,18 +300,34 @@ class Console:
     def read_prompt(self) -> str | None:
         """The next message typed at the prompt (a line ending in ``\\`` continues on the
         next); ``""`` when Ctrl-C dropped what was typed; ``None`` to quit (end of input, or
-        Ctrl-C at an empty prompt)."""
+        a second Ctrl-C in a row at an empty prompt: the first says how to quit, so a Ctrl-C
+        meant for an agent that had just finished does not end the chat without a word)."""
         parts: list[str] = []
         while True:
             try:
+                if self.pump.take_interrupts():  # a Ctrl-C between two prompts counts too
+                    self._typed_at_interrupt = ""
+                    raise KeyboardInterrupt
                 line = self._read_line(MORE if parts else PROMPT)
             except KeyboardInterrupt:
-                return "" if parts or self._typed_at_interrupt else None
+                return self._interrupted_prompt(bool(parts or self._typed_at_interrupt))
+            self._quit_armed = False
             if line is None:
                 return None
             if not line.endswith("\\"):
                 return "\n".join([*parts, line])
             parts.append(line[:-1])
+
+    def _interrupted_prompt(self, typed: bool) -> str | None:
+        if typed:
+            self._quit_armed = False
+            return ""
+        if self._quit_armed:
+            self._quit_armed = False
+            return None
+        self._quit_armed = True
+        self._write("(Ctrl-C again to quit · or Ctrl-D, /quit)\n")
+        return ""
 
     def _read_line(self, prompt: str) -> str | None:
         if self.tty:
@@ -258,8 +345,9 @@ class Console:
 
     def _readline(self, prompt: str) -> str | None:  # pragma: no cover - needs a terminal
         # GNU readline edits only a real terminal; tests drive this through a pseudo-terminal.
-        self._at_prompt = True
+        self._at_prompt = True  # from here a Ctrl-C raises at once...
         try:
+            self._raise_pending_interrupt()  # ...and one that came before waits in the pump
             return input(prompt)
         except EOFError:
             self._write("\n")
@@ -269,6 +357,14 @@ class Console:
             raise
         finally:
             self._at_prompt = False
+
+    def _raise_pending_interrupt(self) -> None:
+        """A Ctrl-C that came before the readline prompt (while no wait was reading the pump,
+        or as a call's result was read) is a Ctrl-C at the prompt: readline does not read the
+        pump, and left there it would cancel whatever the user did next."""
+        if self.pump.take_interrupt():
+            self._typed_at_interrupt = ""
+            raise KeyboardInterrupt
 
     def _write(self, text: str) -> None:
         self.out.write(text)
@@ -298,7 +394,8 @@ def run(
     history = History.open(startup.section(harness).history_size, terminal=tty)
     pump = Pump(stdin.fileno())
     thread = LoopThread()
-    chat = ChatSession(harness, args, Lines(out, Style(wants_color(out))), pump.post)
+    lines = Lines(out, Style(wants_color(out)))
+    chat = ChatSession(harness, args, lines, pump.post, terminal=tty)
     console = Console(chat, thread, pump, out, tty=tty, history=history)
     thread.start()
     try:

@@ -1,6 +1,8 @@
 """``dsh run``: one prompt, headless. The answer streams to stdout, reasoning and tool activity
 to stderr; ``--json`` streams the session events as JSON lines instead. The exit code says how
-the turn ended (:data:`EXIT_CODES`)."""
+the turn ended (:data:`EXIT_CODES`). When stdout is not a terminal, a step's text is written
+once its stream succeeded, so ``dsh run ... > answer.md`` holds the answer and nothing of an
+attempt that was retried."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ from dsh.harness import Harness
 from dsh.loop import LoopAgent
 from dsh.tools import ToolExecution
 from dsh_plugins.terminal_ui import startup
+from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.style import Style, wants_color
-from dsh_plugins.terminal_ui.usage import UsageMeter, prices_from_config
+from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
 from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy, JsonFeed
 
 __all__ = ["EXIT_CODES", "HELP", "USAGE_ERROR", "configure", "exit_code", "outcome", "run"]
@@ -115,8 +118,16 @@ def _plugins(
     if args.json:
         output = JsonFeed(answer, harness.events)
     else:
-        renderer = Renderer(answer, notes, show_reasoning=not args.hide_reasoning)
-        meter = UsageMeter(prices_from_config(harness.config.dump()))
+        # An answer going to a file gets a step's text only once the step's stream succeeded:
+        # an attempt abandoned for a retry must not end up in it.
+        renderer = Renderer(
+            answer,
+            notes,
+            show_reasoning=not args.hide_reasoning,
+            hold_answer=not answer.stream.isatty(),
+            progress=Progress(notes, enabled=wants_progress(notes.stream)),
+        )
+        meter = UsageMeter(price_book(harness))
         output = AgentView(renderer, meter, show_usage=args.usage)
     plugins = [output, ApprovalPolicy(decide)]
     for plugin in plugins:
@@ -126,9 +137,15 @@ def _plugins(
 
 def outcome(agent: LoopAgent, since: int) -> int:
     """The exit code of the last turn that ran since event ``since`` (that of ``disposed``
-    when none did: the agent was disposed first)."""
-    ends = [e.data for e in agent.session.events[since:] if isinstance(e.data, TurnEnd)]
-    return exit_code(ends[-1].reason) if ends else EXIT_CODES["disposed"]
+    when none did: the agent was disposed first). An ``error`` logged after its end (the
+    session could not be saved) makes a completed turn a failure."""
+    events = agent.session.events[since:]
+    ends = [n for n, e in enumerate(events) if isinstance(e.data, TurnEnd)]
+    if not ends:
+        return EXIT_CODES["disposed"]
+    code = exit_code(events[ends[-1]].data.reason)
+    unsaved = any(e.type == "error" for e in events[ends[-1] + 1 :])
+    return code or (EXIT_CODES["error"] if unsaved else 0)
 
 
 @contextmanager

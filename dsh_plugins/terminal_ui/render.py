@@ -3,6 +3,11 @@ short preview of their results, errors, and why a turn stopped early.
 
 The answer and the notes (reasoning, tool activity) may go to different streams: ``dsh run``
 writes the answer to stdout and the rest to stderr, ``dsh chat`` writes both to stdout.
+
+An answer that is not a terminal (``dsh run ... > answer.md``) gets a step's text only once its
+stream succeeded, so an attempt abandoned for a retry never ends up in the file; on a terminal
+the text streams live and an abandoned attempt is marked ``[cut off]``. On a terminal a
+transient status line (:class:`~.progress.Progress`) says what is being waited for.
 """
 
 from __future__ import annotations
@@ -13,11 +18,23 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, TextIO
 
-from dsh.chunks import BlockStart, Finish, ReasoningDelta, StreamChunk, TextDelta
+from attrs import evolve, frozen
+
+from dsh.chunks import (
+    BlockStart,
+    Finish,
+    FinishAborted,
+    FinishError,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+)
 from dsh.content import text_of
 from dsh.events import (
     CompactionEnd,
+    CompactionPrune,
     CompactionStart,
+    CompactionSummary,
     ErrorEvent,
     SessionEvent,
     SteeringMessage,
@@ -28,11 +45,44 @@ from dsh.events import (
     TurnEndReason,
     TurnMaxTokens,
 )
+from dsh_plugins.terminal_ui.progress import Progress
 from dsh_plugins.terminal_ui.style import Style
 
-__all__ = ["Lines", "Renderer", "one_line", "preview"]
+__all__ = ["Lines", "Renderer", "failure_text", "one_line", "preview", "seconds"]
 
 _SPACES = re.compile(r"\s+")
+# Python's own words in an exception text: ``<TransferEncodingError: 400, ...>`` reprs and
+# ``ClientPayloadError: `` class-name prefixes say nothing to a user.
+_REPR = re.compile(r":?\s*<[^<>]*>")
+_CLASS_PREFIX = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Warning): ")
+#: What a failure code means, in words.
+FAILURE_WORDS = {
+    "RATE_LIMIT": "rate limited",
+    "SERVER": "the model's server failed",
+    "TIMEOUT": "the model stopped answering",
+    "TRANSPORT": "cannot connect to the model's server",
+    "STREAM_CLOSED": "the connection broke off in the middle of the answer",
+    "EMPTY_RESPONSE": "the model sent an empty answer",
+    "MALFORMED_RESPONSE": "the model's server sent something unreadable",
+    "CONTEXT_WINDOW_EXCEEDED": "the conversation no longer fits the model's context window",
+    "AUTH": "the API key was refused",
+    "INSUFFICIENT_BALANCE": "the account has no balance left",
+}
+
+
+def failure_text(message: str, code: str | None = None) -> str:
+    """A failure as a sentence: what its code means, then the detail without Python's
+    exception names and reprs."""
+    detail = _CLASS_PREFIX.sub("", _REPR.sub("", message)).strip()
+    words = FAILURE_WORDS.get(code or "")
+    if words is None or not detail:
+        return detail or words or "failed"
+    return f"{words} ({detail})"
+
+
+def seconds(value: float) -> str:
+    """``3`` for 3.0, ``0.5`` for 0.5: a delay as people write it."""
+    return f"{value:.1f}".removesuffix(".0")
 
 
 def one_line(text: str, limit: int = 160) -> str:
@@ -68,17 +118,34 @@ class Lines:
         self.on_closed = on_closed
         self.mid_line = False
         self.closed = False
+        self._status = False
 
     def write(self, text: str) -> None:
         if not text or self.closed:
             return
+        self.clear_status()
+        self._raw(text)
+        self.mid_line = not text.endswith("\n")
+
+    def status(self, text: str) -> None:
+        """Show ``text`` as a transient status line (a terminal only): drawn over itself with a
+        carriage return, erased by the next write. Not over a line in progress."""
+        if self.closed or self.mid_line:
+            return
+        self._raw(f"\r{text}\x1b[K")
+        self._status = not self.closed
+
+    def clear_status(self) -> None:
+        if self._status:
+            self._status = False
+            self._raw("\r\x1b[K")
+
+    def _raw(self, text: str) -> None:
         try:
             self.stream.write(text)
             self.stream.flush()
         except BrokenPipeError:
             self._reader_gone()
-            return
-        self.mid_line = not text.endswith("\n")
 
     def _reader_gone(self) -> None:
         self.closed = True
@@ -103,40 +170,82 @@ class Renderer:
     """Turns one agent's stream chunks and session events into text on ``answer`` and ``notes``.
 
     ``show_reasoning`` may be flipped at any time (``/reasoning`` in ``dsh chat``).
+    ``hold_answer``: write a step's text only once its stream succeeded (for an answer that is
+    not a terminal). ``progress``: the status line while waiting (none: no status line).
     """
 
-    def __init__(self, answer: Lines, notes: Lines, *, show_reasoning: bool = True) -> None:
+    def __init__(
+        self,
+        answer: Lines,
+        notes: Lines,
+        *,
+        show_reasoning: bool = True,
+        hold_answer: bool = False,
+        progress: Progress | None = None,
+    ) -> None:
         self.answer = answer
         self.notes = notes
         self.show_reasoning = show_reasoning
+        self.hold_answer = hold_answer
+        self.progress = progress or Progress(notes, enabled=False)
+        self._held: list[str] = []
+        self._streamed = False  # text of the current attempt is on screen
+        self._compaction = _Tally()
         self._events: dict[str, Callable[[Any], None]] = {
+            "step/start": self._step_start,
             "tool/call": self._tool_call,
             "tool/result": self._tool_result,
             "error": self._error,
             "steering/message": self._steering,
+            "llm/retry": self._retry,
             "compaction/start": self._compaction_start,
+            "compaction/prune": self._compaction_prune,
+            "compaction/summary": self._compaction_summary,
             "compaction/end": self._compaction_end,
         }
 
     # -- the stream --------------------------------------------------------------------------
     def chunk(self, chunk: StreamChunk) -> None:
         if isinstance(chunk, TextDelta):
-            self.answer.write(chunk.text)
+            self._text(chunk.text)
         elif isinstance(chunk, ReasoningDelta):
             if self.show_reasoning:
+                self.progress.stop()
                 self.notes.write(self.notes.style.dim(chunk.text))
+            else:
+                self.progress.start("thinking")
         elif isinstance(chunk, BlockStart):
             self._block_start(chunk)
         elif isinstance(chunk, Finish):
-            self.end_lines()
+            self._finish(chunk)
+
+    def _text(self, text: str) -> None:
+        self.progress.stop()
+        if self.hold_answer:
+            self._held.append(text)
+        else:
+            self._streamed = True
+            self.answer.write(text)
 
     def _block_start(self, chunk: BlockStart) -> None:
         # DeepSeek ends every block only at the end of the stream, so a new block ends the line.
         if chunk.block_type == "text":
             self.end_lines()
         elif chunk.block_type == "reasoning" and self.show_reasoning:
+            self.progress.stop()
             self.end_lines()
             self.notes.write(self.notes.style.dim("thinking: "))
+
+    def _finish(self, chunk: Finish) -> None:
+        """The attempt's stream ended: write what was held, or drop (mark) a failed attempt."""
+        failed = isinstance(chunk.reason, FinishError | FinishAborted)
+        held, self._held = "".join(self._held), []
+        if failed and self._streamed:
+            self.answer.write(self.answer.style.dim(" [cut off]"))
+        elif not failed:
+            self.answer.write(held)
+        self._streamed = False
+        self.end_lines()
 
     def end_lines(self) -> None:
         self.answer.end_line()
@@ -150,12 +259,17 @@ class Renderer:
 
     def note(self, text: str) -> None:
         """A line of its own on the notes stream."""
+        self.progress.stop()
         self.end_lines()
         self.notes.line(text)
+
+    def _step_start(self, data: Any) -> None:
+        self.progress.start("waiting for the model")
 
     def _tool_call(self, data: ToolCallEvent) -> None:
         style = self.notes.style
         self.note(f"{style.dim('→')} {style.bold(data.name)} {one_line(data.arguments)}")
+        self.progress.start(f"running {data.name}")
 
     def _tool_result(self, data: ToolResultEvent) -> None:
         style = self.notes.style
@@ -169,26 +283,62 @@ class Renderer:
 
     def _error(self, data: ErrorEvent) -> None:
         code = f" [{data.code}]" if data.code else ""
-        self.note(self.notes.style.red(f"error: {data.message}{code}"))
+        self.note(self.notes.style.red(f"error: {failure_text(data.message, data.code)}{code}"))
 
     def _steering(self, data: SteeringMessage) -> None:
         self.note(self.notes.style.dim(f"↪ steering: {one_line(text_of(data.content))}"))
 
+    def _retry(self, data: Any) -> None:
+        """``↻ 429 rate limited — retrying in 3 s (2/5)`` (an ``llm/retry`` event)."""
+        status = getattr(data, "status", None)
+        words = FAILURE_WORDS.get(data.code) or failure_text(data.message)
+        cause = f"{status} {words}" if status else words
+        limit = getattr(data, "max_attempts", None)
+        count = f" ({data.attempt + 1}/{limit})" if limit else f" (attempt {data.attempt + 1})"
+        line = f"↻ {cause} — retrying in {seconds(data.delay_s)} s{count}"
+        self.note(self.notes.style.yellow(line))
+        self.progress.start(f"retrying in {seconds(data.delay_s)} s")
+
     def _compaction_start(self, data: CompactionStart) -> None:
+        self._compaction = _Tally(before=data.tokens_before)
         tokens = f"{data.tokens_before:,} tokens"
-        self.note(self.notes.style.dim(f"compacting the conversation ({tokens})…"))
+        if data.reason == "overflow":
+            what = f"the conversation ({tokens}) did not fit the model's context window: compacting"
+        else:
+            what = f"compacting the conversation ({tokens})"
+        self.note(self.notes.style.dim(f"{what}…"))
+        self.progress.start("compacting")
+
+    def _compaction_prune(self, data: CompactionPrune) -> None:
+        self._compaction = evolve(self._compaction, elided=len(data.elided))
+
+    def _compaction_summary(self, data: CompactionSummary) -> None:
+        self._compaction = evolve(self._compaction, summarised=True)
 
     def _compaction_end(self, data: CompactionEnd) -> None:
         style = self.notes.style
+        tally = self._compaction
+        done = tally.done()
+        if done:
+            size = f"{tally.before:,} → about {data.tokens_after:,} tokens"
+            self.note(style.dim(f"compacted: {size} ({done})"))
         if data.error:
-            self.note(style.red(f"compaction: {data.error}"))
-        else:
-            self.note(style.dim(f"compacted: now about {data.tokens_after:,} tokens"))
+            self.note(style.red(f"compaction: {failure_text(data.error)}"))
+        elif not done:
+            self.note(
+                style.dim(
+                    f"nothing to compact: the conversation ({tally.before:,} tokens) is all "
+                    "recent enough to keep as it is"
+                )
+            )
 
     # -- turn end ----------------------------------------------------------------------------
     def turn_end(self, reason: TurnEndReason) -> None:
         """End open lines and say why the turn stopped, when it stopped early (errors are
-        shown by their ``error`` event)."""
+        shown by their ``error`` event). Text held for a step that never finished is dropped."""
+        self.progress.stop()
+        self._held = []
+        self._streamed = False
         self.end_lines()
         style = self.notes.style
         if isinstance(reason, TurnAborted):
@@ -197,6 +347,22 @@ class Renderer:
             self.note(style.yellow("stopped: the answer reached the output token limit"))
         elif isinstance(reason, TurnCompleted) and reason.reason:
             self.note(style.yellow(f"stopped: {reason.reason}"))
+
+
+@frozen
+class _Tally:
+    """What one compaction did, gathered from its events."""
+
+    before: int = 0
+    elided: int = 0
+    summarised: bool = False
+
+    def done(self) -> str:
+        parts = [f"elided {self.elided} old tool result{'s' if self.elided != 1 else ''}"]
+        parts = parts if self.elided else []
+        if self.summarised:
+            parts.append("summarised the older conversation")
+        return "; ".join(parts)
 
 
 def _detail(reason: str | None) -> str:

@@ -9,7 +9,9 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from dsh import aliases, keys
 from dsh.agent import AgentOptions
+from dsh.config import AgentConfig, AgentLoopConfig
 from dsh.errors import DshError
 from dsh.harness import Harness
 from dsh.logs import configure_logging
@@ -25,18 +27,21 @@ __all__ = [
     "options_problem",
     "quiet_logs",
     "section",
+    "usable_models",
 ]
 
 NO_KEY = (
-    "no DeepSeek API key: export DEEPSEEK_API_KEY=sk-... "
-    "(get one at https://platform.deepseek.com/api_keys), or try `dsh demo` to run offline"
+    "no DeepSeek API key: export DEEPSEEK_API_KEY=sk-... or store one with `dsh keys set "
+    "deepseek` (get one at https://platform.deepseek.com/api_keys), or try `dsh demo` to run "
+    "offline"
 )
+EFFORTS = ("low", "high", "max")
 _REAL_API_HOST = "api.deepseek.com"
 
 
 def add_agent_options(parser: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``chat`` share."""
-    parser.add_argument("-m", "--model", help="the model to talk to (default: deepseek-v4-flash)")
+    parser.add_argument("-m", "--model", help="the model to talk to (default: deepseek-flash)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("-r", "--resume", metavar="SESSION_ID", help="continue a stored session")
     which.add_argument(
@@ -48,6 +53,7 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workspace", metavar="DIR", help="the directory tools may touch")
     parser.add_argument("--system", metavar="TEXT", help="extra system prompt for the agent")
+    _add_request_options(parser)
     parser.add_argument(
         "-y", "--yes", action="store_true", help="approve every tool call a policy asks about"
     )
@@ -57,6 +63,42 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     # ``--config`` is the global option of ``dsh``: read before the command is parsed wherever
     # it stands. Accepting it after the command too only spares users an argparse error.
     parser.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def _add_request_options(parser: argparse.ArgumentParser) -> None:
+    """How the model is asked: unset options leave the model's (or the agent's) defaults."""
+    parser.add_argument(
+        "--agent", metavar="ID", help="start from a configured agent ([[agent_loop.agents]])"
+    )
+    parser.add_argument(
+        "--thinking",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reason before answering, or not (default: the model's default)",
+    )
+    parser.add_argument("--effort", choices=EFFORTS, help="how hard to reason (thinking only)")
+    parser.add_argument(
+        "--temperature", type=_temperature, metavar="T", help="sampling temperature, 0 to 2"
+    )
+    parser.add_argument(
+        "--max-tokens", type=_positive, metavar="N", help="at most N output tokens per step"
+    )
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 2.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 2")
+    return value
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
 
 
 def quiet_logs(args: argparse.Namespace) -> None:
@@ -71,23 +113,50 @@ def section(harness: Harness) -> TerminalUiConfig:
 
 
 def agent_options(harness: Harness, args: argparse.Namespace) -> AgentOptions:
-    """The agent's options from the command line, falling back on ``[terminal_ui]``."""
+    """The agent's options from the command line, falling back on the ``--agent``'s config,
+    then on ``[terminal_ui]``; a model alias (``dsh models alias set``) becomes its model."""
     workspace = os.path.abspath(args.workspace) if args.workspace else None
+    agent = configured_agent(harness, args.agent) or AgentConfig(id="")
     return AgentOptions(
-        model=args.model or section(harness).model,
-        system_prompt=args.system or "",
+        model=aliases.resolve(args.model or agent.model or section(harness).model),
+        system_prompt=args.system or agent.system_prompt,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        reasoning_effort=args.effort,
+        thinking=args.thinking,
         workspace=workspace,
     )
 
 
+def configured_agent(harness: Harness, agent_id: str | None) -> AgentConfig | None:
+    """The ``[[agent_loop.agents]]`` entry with id ``agent_id`` (``None`` for none asked)."""
+    if agent_id is None:
+        return None
+    agents = harness.config.section("agent_loop", AgentLoopConfig).agents
+    for agent in agents:
+        if agent.id == agent_id:
+            return agent
+    known = ", ".join(agent.id for agent in agents) or "none is configured"
+    raise DshError(f"no configured agent {agent_id!r} ([[agent_loop.agents]]: {known})")
+
+
 def model_problem(harness: Harness, model: str) -> str | None:
     """Why ``model`` cannot be used now (unknown, or needs a key nobody gave), else ``None``."""
-    known = harness.llm.models()
-    if model not in known:
-        return f"no adapter serves model {model!r}; known models: {', '.join(known) or 'none'}"
+    if model not in harness.llm.models():
+        known = ", ".join(usable_models(harness)) or "none"
+        return f"no adapter serves model {model!r}; known models: {known}"
+    unavailable = harness.llm.unavailable(model)
+    if unavailable is not None:
+        return unavailable
     if _needs_deepseek_key(harness, model):
         return NO_KEY
     return None
+
+
+def usable_models(harness: Harness) -> list[str]:
+    """The models an adapter serves and can serve here (a model whose optional dependency is
+    not installed is left out)."""
+    return [model for model in harness.llm.models() if harness.llm.unavailable(model) is None]
 
 
 def _needs_deepseek_key(harness: Harness, model: str) -> bool:
@@ -96,17 +165,31 @@ def _needs_deepseek_key(harness: Harness, model: str) -> bool:
     pointing elsewhere, such as the mock server, works offline)."""
     dump = harness.config.dump()
     deepseek = dump.get("llm_deepseek")
-    if deepseek is None or os.environ.get("DEEPSEEK_API_KEY") or deepseek.get("api_key"):
+    if deepseek is None or deepseek.get("api_key") or keys.api_key("deepseek", "DEEPSEEK_API_KEY"):
         return False
-    served = {*deepseek["models"], *(f"deepseek/{m}" for m in deepseek["models"])}
-    return model in served and urlsplit(deepseek["base_url"]).hostname == _REAL_API_HOST
+    real_api = urlsplit(deepseek["base_url"]).hostname == _REAL_API_HOST
+    return real_api and _served_by_deepseek(harness, deepseek["models"], model)
+
+
+def _served_by_deepseek(harness: Harness, configured: list[str], model: str) -> bool:
+    """Whether the adapter serving ``model`` (a known id) is the one serving the configured
+    DeepSeek models: it also serves names this plugin does not list (legacy aliases)."""
+    known = harness.llm.models()
+    anchors = [f"deepseek/{name}" for name in configured if f"deepseek/{name}" in known]
+    return bool(anchors) and harness.llm.adapter_for(model) is harness.llm.adapter_for(anchors[0])
 
 
 def options_problem(harness: Harness, args: argparse.Namespace) -> str | None:
     """Why the command cannot start with these options, else ``None``."""
     if args.workspace and not Path(args.workspace).is_dir():
         return f"workspace {args.workspace!r} is not a directory"
-    return model_problem(harness, agent_options(harness, args).model)
+    if args.effort is not None and args.thinking is False:
+        return "--effort sets how hard the model reasons: drop --no-thinking, or drop --effort"
+    try:
+        model = agent_options(harness, args).model
+    except DshError as exc:
+        return str(exc)
+    return model_problem(harness, model)
 
 
 async def open_agent(

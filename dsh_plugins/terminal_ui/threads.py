@@ -25,6 +25,7 @@ from attrs import frozen
 __all__ = [
     "Approval",
     "Done",
+    "Draft",
     "Eof",
     "Idle",
     "Interrupt",
@@ -67,6 +68,14 @@ class Approval:
     answer: concurrent.futures.Future[bool]
 
 
+@frozen
+class Draft:
+    """Steering the user's abort kept from the model: offered at the next prompt to send or
+    drop."""
+
+    text: str
+
+
 @frozen(eq=False)
 class Done:
     """A coroutine submitted to the loop thread finished (or was cancelled)."""
@@ -74,7 +83,7 @@ class Done:
     future: concurrent.futures.Future[Any]
 
 
-Message = Line | Eof | Interrupt | Idle | Approval | Done
+Message = Line | Eof | Interrupt | Idle | Approval | Done | Draft
 
 
 class Pump:
@@ -99,6 +108,24 @@ class Pump:
     def push_back(self, messages: Sequence[Message]) -> None:
         """Return messages taken out of order, to be the next ``next`` answers."""
         self._messages.extendleft(reversed(messages))
+
+    def take_interrupt(self) -> bool:
+        """Remove a queued Ctrl-C, if there is one (the readline prompt, which does not read
+        the pump, checks for one that came as the previous wait ended)."""
+        for message in self._messages:
+            if isinstance(message, Interrupt):
+                self._messages.remove(message)
+                return True
+        return False
+
+    def take_interrupts(self) -> bool:
+        """Remove the Ctrl-Cs waiting at the head of the queue (without blocking); whether
+        there were any. ``popleft`` alone is safe against a concurrent ``post``."""
+        found = False
+        while self._messages and isinstance(self._messages[0], Interrupt):
+            self._messages.popleft()
+            found = True
+        return found
 
     def next(self, *, stdin: bool) -> Message:
         while True:

@@ -36,12 +36,21 @@ class _Watcher:
 
 class AgentView(_Watcher):
     """Renders the agent's stream and events; after each turn, says why it stopped early and
-    (``show_usage``) prints the usage line."""
+    (``show_usage``) prints the usage line, then calls ``after_turn`` (still inside the turn's
+    end: steering left over is in the inbox yet)."""
 
-    def __init__(self, renderer: Renderer, meter: UsageMeter, *, show_usage: bool) -> None:
+    def __init__(
+        self,
+        renderer: Renderer,
+        meter: UsageMeter,
+        *,
+        show_usage: bool,
+        after_turn: Callable[[LoopAgent, TurnEndReason], None] | None = None,
+    ) -> None:
         self.renderer = renderer
         self.meter = meter
         self.show_usage = show_usage
+        self.after_turn = after_turn
 
     @hookimpl
     def dsh_agent_stream_chunk(self, agent: LoopAgent, chunk: StreamChunk) -> None:
@@ -67,6 +76,8 @@ class AgentView(_Watcher):
         line = self.meter.line()
         if self.show_usage and line is not None:
             self.renderer.note(self.renderer.notes.style.dim(f"── {line}"))
+        if self.after_turn is not None:
+            self.after_turn(agent, reason)
 
 
 class JsonFeed(_Watcher):

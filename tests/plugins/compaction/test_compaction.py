@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from dsh import AgentOptions, DshError, Harness, Tool
 from dsh.chunks import TokenUsage
 from dsh.content import Message, Text, ToolCall, ToolResult
+from dsh.errors import ConfigError
 from dsh.events import (
     AssistantMessage,
     SessionEvent,
@@ -33,6 +35,7 @@ from dsh.testing import (
     tool_call_response,
 )
 from dsh.testing.mock import deepseek_config
+from dsh.tokens import message_tokens
 from dsh_plugins.compaction import CompactionConfig, CompactionPlugin, choose_cut
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.mock_server import MockServer
@@ -399,3 +402,88 @@ async def test_a_disposed_agent_is_forgotten() -> None:
     await agent.dispose()
     assert not plugin._overflowed and not plugin._estimates and not plugin._forced
     await h.close()
+
+
+# -- the low-water mark ----------------------------------------------------------------------
+
+HEADROOM = {"context_window": 4000, "reserve_tokens": 500, "keep_recent_tokens": 600}
+
+
+def responder(request: LlmRequest) -> list[Any]:
+    """A model that calls ``fetch`` once per user message, then answers; and summarises."""
+    if request.purpose == "compaction":
+        return text_response("SUMMARY")
+    last = request.messages[-1].content[0]
+    if isinstance(last, ToolResult):
+        return text_response("seen it")
+    return tool_call_response(f"c{len(request.messages)}", "fetch", {})
+
+
+async def long_conversation(low_water: float, turns: int) -> tuple[CompactionPlugin, Any, Any]:
+    """``turns`` turns of a tool call with a ~250-token result; returns the plugin, the
+    adapter and the agent's events."""
+    h, plugin = await make({**HEADROOM, "low_water": low_water, "prune_min_chars": 50})
+    plugin.meter.bounds = (1.0, 1.0)  # the scripted usage figures are made up
+
+    async def fetch(args: Any, execution: Any) -> str:
+        return "r" * 1000
+
+    h.tools.register(Tool(ToolSchema("fetch", "fetch"), fetch))
+    adapter = ScriptedAdapter([responder] * (4 * turns))
+    h.llm.register_adapter(["m"], adapter)
+    agent = h.agent_loop.create("a", AgentOptions(model="m"))
+    for n in range(turns):
+        agent.send(f"question {n} " + "q" * 400)
+        await agent.wait_idle()
+    events = agent.session.events
+    await h.close()
+    return plugin, adapter, events
+
+
+async def test_compaction_goes_down_to_the_low_water_mark() -> None:
+    plugin, _, events = await long_conversation(0.5, 30)
+    assert plugin.target("m") == 2000 and plugin.threshold("m") == 3500
+    ends = of_type(events, "compaction/end")
+    assert ends and all(e.data.tokens_after <= 2000 for e in ends)
+    reasons = {e.data.reason for e in of_type(events, "compaction/start")}
+    assert reasons == {"threshold"}
+
+
+async def test_the_low_water_mark_bounds_the_number_of_compactions() -> None:
+    turns = 30
+    _, adapter, low = await long_conversation(0.5, turns)
+    _, _, high = await long_conversation(1.0, turns)
+    # Between two compactions the conversation grows from at most the target (2000) past the
+    # threshold (3500): at least 1500 tokens, at the pace of one turn's messages.
+    per_turn = sum(message_tokens(m) for m in adapter.requests[2].messages)
+    compactions = len(of_type(low, "compaction/start"))
+    assert compactions <= turns * per_turn // 1500 + 1
+    assert compactions < len(of_type(high, "compaction/start"))
+
+
+async def test_between_compactions_each_request_extends_the_last() -> None:
+    """The prompt cache keeps working: only a compaction changes what was already sent."""
+    _, adapter, events = await long_conversation(0.5, 20)
+    requests = [r for r in adapter.requests if r.purpose is None]
+    rewritten = sum(
+        1
+        for previous, current in itertools.pairwise(requests)
+        if current.messages[: len(previous.messages)] != previous.messages
+    )
+    compactions = len(of_type(events, "compaction/start"))
+    assert compactions >= 2 and rewritten <= compactions
+
+
+async def test_the_low_water_mark_is_a_share_of_the_window() -> None:
+    assert CompactionConfig().low_water == 0.6
+    for bad in (0.0, 1.5, -1):
+        h, plugin = await make({"low_water": bad})
+        h.llm.register_adapter(["m"], ScriptedAdapter([text_response("never")]))
+        with pytest.raises(ConfigError, match="low_water is a share of the context window"):
+            plugin.target("m")
+        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent.send("hello")
+        await agent.wait_idle()
+        error = of_type(agent.session.events, "error")[0].data
+        assert "low_water is a share of the context window" in error.message
+        await h.close()

@@ -27,9 +27,9 @@ Post = Callable[..., Awaitable[Answer]]
 
 
 def chat(messages: list[Any] | None = None, **fields: Any) -> dict[str, Any]:
-    """A request body: one user message by default, streaming, model deepseek-v4-flash."""
+    """A request body: one user message by default, streaming, model deepseek-flash."""
     body: dict[str, Any] = {
-        "model": "deepseek-v4-flash",
+        "model": "deepseek-flash",
         "messages": [{"role": "user", "content": "hi"}] if messages is None else messages,
         "stream": True,
     }
@@ -57,6 +57,7 @@ async def post(mock_server: MockServer) -> AsyncIterator[Post]:
                 data=data,
                 headers=sent,
             ) as response:
-                return Answer(response.status, await response.text(), response.headers.copy())
+                text = (await response.read()).decode("utf-8", "replace")
+                return Answer(response.status, text, response.headers.copy())
 
         yield send

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import os
 import re
+import socket
+import sys
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -73,9 +77,65 @@ async def test_mock_server_serves_queued_scenarios_until_shut_down() -> None:
 
 
 async def test_mock_server_refuses_unknown_scenarios() -> None:
-    out = io.StringIO()
-    assert await cli.run(parse(cli.configure, "--scenario", "nope"), out) == 2
-    assert "unknown mock scenario 'nope'" in out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert await cli.run(parse(cli.configure, "--scenario", "nope"), out, err) == 2
+    assert "unknown mock scenario 'nope'" in err.getvalue() and out.getvalue() == ""
+
+
+async def test_a_busy_port_is_a_one_line_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out, err = io.StringIO(), io.StringIO()
+        assert await cli.run(parse(cli.configure, "--port", str(port)), out, err) == 1
+    assert err.getvalue().startswith(f"dsh mock-server: cannot listen on 127.0.0.1:{port}: ")
+    assert err.getvalue().count("\n") == 1 and out.getvalue() == ""
+
+
+async def serve_and_read_hint(*argv: str) -> tuple[asyncio.Task[int], str, str]:
+    """Start ``dsh mock-server``; its URL and the config block it prints."""
+    out = Announcements()
+    running = asyncio.create_task(cli.run(parse(cli.configure, *argv), out))
+    await out.ready.wait()
+    text = out.getvalue()
+    url = re.search(r"listening on (\S+)", text).group(1)  # type: ignore[union-attr]
+    block = text[text.index("[llm_deepseek]") :].split("\n\n")[0]
+    return running, url, block
+
+
+async def shut_down(url: str, running: asyncio.Task[int]) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/mock/shutdown") as response,
+    ):
+        assert response.status == 200
+    assert await running == 0
+
+
+async def test_the_printed_config_block_runs_as_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running, url, block = await serve_and_read_hint("--api-key", "sk-only-this")
+    assert block == cli.setup_block(url, "sk-only-this")
+    assert 'api_key = "sk-only-this"' in block
+    (tmp_path / "dsh.toml").write_text(block + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_API_KEY"}
+    env["DSH_DISABLE_PLUGINS"] = ""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dsh", "run", "--no-thinking", "hello",
+        cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = await process.communicate()
+    await shut_down(url, running)
+    assert process.returncode == 0, stderr.decode()
+    assert "The tool returned:" in stdout.decode()
+
+
+async def test_without_api_key_the_block_still_has_one() -> None:
+    running, url, block = await serve_and_read_hint()
+    assert block.splitlines() == ["[llm_deepseek]", f'base_url = "{url}"', 'api_key = "sk-mock"']
+    await shut_down(url, running)
 
 
 async def test_demo_runs_an_agent_with_a_tool_and_prints_usage() -> None:
@@ -90,9 +150,16 @@ async def test_demo_runs_an_agent_with_a_tool_and_prints_usage() -> None:
         "thinking: The tool answered; I can reply with its result.",
         "assistant: The tool returned: 9",
     ]
+    # The usage line of dsh chat and dsh run --usage, then where the session is and how to
+    # continue it.
     assert re.fullmatch(
-        r"usage: 2 model calls · input \d+ \(\+\d+ cached\) · output \d+ \(\d+ reasoning\)",
-        lines[-1],
+        r"── [\d,]+ in \(\d+% cached\) · [\d,]+ out \([\d,]+ reasoning\) · .*\d+\.\ds", lines[-3]
+    )
+    session = re.fullmatch(r"session (demo-\S+) stored in (.+\.jsonl)", lines[-2])
+    assert session is not None and await asyncio.to_thread(os.path.isfile, session[2])
+    assert lines[-1] == (
+        f"continue it: dsh chat --resume {session[1]} (against the real API: set "
+        "DEEPSEEK_API_KEY first)"
     )
     assert "\x1b[" not in out.getvalue()
 
@@ -106,7 +173,8 @@ async def test_demo_dims_reasoning_on_a_terminal(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("NO_COLOR", raising=False)
     out = Terminal()
     assert await demo.run(parse(demo.configure, "--prompt", "hello"), out) == 0
-    assert "\x1b[2mthinking: To answer this I should call word_count.\x1b[0m\n" in out.getvalue()
+    # "hello" names no tool: the mock calls a read-only one, not the first offered.
+    assert "\x1b[2mthinking: To answer this I should call list_dir.\x1b[0m\n" in out.getvalue()
 
 
 async def test_demo_fails_clearly_when_the_turn_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,3 +192,24 @@ async def test_demo_fails_clearly_without_the_deepseek_plugin(
     out = io.StringIO()
     assert await demo.run(parse(demo.configure), out) == 1
     assert "dsh demo failed: invalid configuration" in out.getvalue()
+
+
+async def test_the_demo_says_where_its_session_is_stored(tmp_path: Path) -> None:
+    from dsh import Harness
+    from dsh.events import SessionEvent, TurnStart
+    from dsh.testing import MemoryStore
+    from dsh_plugins.persistence_jsonl import JsonlStore
+
+    async with Harness(load_entrypoints=False) as bare:
+        hint = demo.stored_hint(bare, "demo-1")
+    assert hint == "session demo-1 was not stored: no persistence plugin is enabled"
+    async with Harness(load_entrypoints=False, plugins=[MemoryStore()]) as memory:
+        assert demo.stored_hint(memory, "demo-1").startswith(
+            "session demo-1 stored (dsh sessions list)\ncontinue it: dsh chat --resume demo-1"
+        )
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as jsonl:
+        first = demo.stored_hint(jsonl, "demo-1").splitlines()[0]
+    assert first == f"session demo-1 stored in {tmp_path / 'demo-1.jsonl'}"
+    host = demo.DemoHost(io.StringIO(), color=False)
+    host.dsh_session_event(SessionEvent("turn/start", 0, 0.0, TurnStart(1)))  # no meter yet
+    assert host.usage_line() == "── no usage reported"

@@ -7,12 +7,17 @@ from typing import Any
 
 from dsh.sse import parse_sse
 from dsh_plugins.mock_server import SCENARIOS, Scenario, sample_arguments, thinking_enabled
+from dsh_plugins.mock_server.conversation import choose_tool
 
 
 def answer(**body: Any) -> dict[str, Any]:
     """The folded message of the scripted answer to ``body``."""
     body.setdefault("model", "deepseek-v4-flash")
-    scenario: Scenario = SCENARIOS["scripted"](body)
+    return fold(SCENARIOS["scripted"](body))
+
+
+def fold(scenario: Scenario) -> dict[str, Any]:
+    """A streamed answer's reasoning, content, tool-call deltas and finish reason."""
     message: dict[str, Any] = {"reasoning": "", "content": "", "calls": [], "finish": None}
     for event in parse_sse("".join(scenario.frames).encode()):
         choice = json.loads(event.data)["choices"][0]
@@ -107,3 +112,52 @@ def test_thinking_defaults_follow_the_model() -> None:
     assert thinking_enabled({"model": "deepseek-v4-pro"})
     assert not thinking_enabled({"model": "deepseek-chat"})
     assert thinking_enabled({"model": "deepseek-chat", "thinking": {"type": "enabled"}})
+
+
+def tools(*names: str) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": name}} for name in names]
+
+
+def called(question: str, *names: str) -> str:
+    message = answer(messages=[{"role": "user", "content": question}], tools=tools(*names))
+    return str(message["calls"][0]["function"]["name"])
+
+
+def test_it_calls_the_tool_the_prompt_names() -> None:
+    offered = ("shell", "read_file", "write_file", "list_dir")
+    assert called("use the shell to count files", *offered) == "shell"
+    assert called("please write_file notes.txt", *offered) == "write_file"
+    assert called("Write file notes.txt", *offered) == "write_file"  # spaces for underscores
+    assert called("read file x; read is fine too", "read", "read_file") == "read_file"  # longest
+    assert called("the myshell thing", "shell", "list_dir") == "list_dir"  # a word's start only
+    assert called("How many words are in it?", "read_file", "word_count") == "word_count"
+    assert called("copy it, then shell out", "shell", "copy_dir", "dir_list") == "shell"
+
+
+def test_otherwise_it_calls_a_read_only_tool_not_the_first() -> None:
+    assert called("Summarise README.md", "shell", "write_file", "read_file", "grep") == "read_file"
+    assert called("what is here?", "edit_file", "glob") == "glob"
+    needs_path = {"name": "read_file", "parameters": {"required": ["path"]}}
+    optional = {"name": "list_dir", "parameters": {"properties": {"path": {"type": "string"}}}}
+    offered = [{"type": "function", "function": f} for f in (needs_path, optional)]
+    assert choose_tool(offered, "hello") == optional  # the fewest required arguments
+    assert called("hello", "shell", "echo") == "shell"  # nothing looks read-only: the first
+
+
+def test_choose_tool_is_what_the_scripted_answer_uses() -> None:
+    offered = tools("shell", "list_dir")
+    assert choose_tool(offered, "hi") == offered[1]["function"]
+
+
+def test_tool_loop_reasons_first_in_thinking_mode_only() -> None:
+    messages = [{"role": "user", "content": "go"}]
+    thinking = fold(SCENARIOS["tool-loop"]({"model": "deepseek-flash", "messages": messages}))
+    assert thinking["reasoning"] == "0 tool result(s) so far; 5 wanted."
+    assert thinking["calls"][0]["function"]["name"] == "echo"
+    off = {"model": "deepseek-flash", "messages": messages, "thinking": {"type": "disabled"}}
+    assert fold(SCENARIOS["tool-loop"](off))["reasoning"] == ""
+    done = [*messages, {"role": "tool", "tool_call_id": "c", "content": "x"}]
+    last = fold(SCENARIOS["tool-loop"]({"model": "m", "messages": done}, steps=1))
+    assert last["reasoning"] == "1 tool result(s) so far; 1 wanted."
+    assert last["content"] == "finished after 1 steps"
+    assert fold(SCENARIOS["tool-loop"]({}))["reasoning"] == ""  # no conversation: no thinking

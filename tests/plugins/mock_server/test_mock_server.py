@@ -40,20 +40,23 @@ async def test_queued_scenarios_come_first_then_the_header_then_the_conversation
     assert mock_server.queued == 3
     assert contents((await post(chat())).text) == "Hello! How can I help you today? 😊"
     assert contents((await post(chat())).text) == "custom"
-    assert contents((await post(chat())).text) == "deepseek-v4-flash"
+    assert contents((await post(chat())).text) == "deepseek-flash"
     headed = await post(chat(), headers={"Authorization": "Bearer k", "X-Mock-Scenario": "text-v4"})
     assert contents(headed.text) == "Hi there!"
     assert contents((await post(chat())).text).startswith('You said: "hi"')
 
 
-async def test_requests_are_recorded_and_answers_carry_a_request_id(
+async def test_requests_are_recorded_and_answers_carry_a_trace_id_as_deepseek_sends_it(
     post: Post, mock_server: MockServer
 ) -> None:
     answer = await post(chat(), path="/v1/chat/completions")
-    assert answer.headers["x-request-id"] == "mock-1"
+    assert answer.headers["x-ds-trace-id"] == "mock-1"
+    assert "x-request-id" not in answer.headers
+    mock_server.queue("auth")
+    assert (await post(chat())).headers["x-ds-trace-id"] == "mock-2"
     assert answer.headers["Content-Type"] == "text/event-stream"
-    (recorded,) = mock_server.requests
-    assert (recorded.path, recorded.body["model"]) == ("/v1/chat/completions", "deepseek-v4-flash")
+    recorded = mock_server.requests[0]
+    assert (recorded.path, recorded.body["model"]) == ("/v1/chat/completions", "deepseek-flash")
     assert recorded.headers["Authorization"] == "Bearer k"
 
 
@@ -74,7 +77,7 @@ async def test_http_errors_carry_their_headers(post: Post, mock_server: MockServ
 
 
 async def test_every_named_scenario_can_be_served(post: Post, mock_server: MockServer) -> None:
-    endless = {"stall", "keep-alive-stall", "disconnect"}
+    endless = {"stall", "keep-alive-stall", "queued-stall", "disconnect"}
     for name in sorted(set(SCENARIOS) - endless):
         mock_server.queue(name)
         answer = await post(chat())

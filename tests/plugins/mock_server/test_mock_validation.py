@@ -118,8 +118,6 @@ async def test_reasoning_passed_back_or_thinking_off_is_accepted(post: Post) -> 
     assert (await post(chat(messages=turn_with_call("I need f.")))).status == 200
     off = chat(messages=turn_with_call(), thinking={"type": "disabled"})
     assert (await post(off)).status == 200
-    chat_model = chat(messages=turn_with_call(), model="deepseek-chat")
-    assert (await post(chat_model)).status == 200
 
 
 async def test_forced_tool_choice_is_fine_without_thinking(post: Post) -> None:
@@ -135,3 +133,65 @@ async def test_strict_tools_need_the_beta_url_and_all_functions_strict(post: Pos
     assert mixed.status == 400
     assert "every function must set strict" in mixed.error()
     assert (await post(chat(tools=[TOOL]), path="/beta/chat/completions")).status == 200
+
+
+def strict_tool(parameters: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": "s", "parameters": parameters, "strict": True}}
+
+
+CLOSED_POINT = {
+    "type": "object",
+    "properties": {"x": {"type": "number"}},
+    "required": ["x"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("parameters", "says"),
+    [
+        (
+            {"type": "object", "properties": {"x": {"type": "number"}}},
+            "parameters: additionalProperties",
+        ),
+        (
+            {**CLOSED_POINT, "required": []},
+            "parameters: every property must be in required",
+        ),
+        (
+            {**CLOSED_POINT, "properties": {"x": {"type": "array", "items": {"type": "object"}}}},
+            "parameters.properties.x.items: additionalProperties",
+        ),
+        (
+            {"anyOf": [CLOSED_POINT, {"properties": {}}]},
+            "parameters.anyOf[1]: additionalProperties",
+        ),
+    ],
+)
+async def test_strict_schemas_on_beta_must_be_closed_as_the_api_checks(
+    parameters: Any, says: str, post: Post
+) -> None:
+    answer = await post(chat(tools=[strict_tool(parameters)]), path="/beta/chat/completions")
+    assert answer.status == 400
+    assert f"Invalid strict schema at tools[0].function.{says}" in answer.error()
+
+
+async def test_closed_strict_schemas_and_boolean_subschemas_are_served(post: Post) -> None:
+    closed = {**CLOSED_POINT, "properties": {"x": {"type": "array", "items": True}}}
+    answer = await post(chat(tools=[strict_tool(closed)]), path="/beta/chat/completions")
+    assert answer.status == 200
+
+
+@pytest.mark.parametrize("thinking", [{"type": "enabled"}, None])
+async def test_a_missing_passback_is_refused_with_thinking_on_or_by_default(
+    thinking: Any, post: Post
+) -> None:
+    body = chat(messages=turn_with_call())
+    if thinking is not None:
+        body["thinking"] = thinking
+    answer = await post(body)
+    assert (answer.status, answer.error()) == (
+        400,
+        "The `reasoning_content` in the thinking mode must be passed back to the API.",
+    )
+    assert (await post(chat(messages=turn_with_call("")))).status == 200

@@ -62,7 +62,7 @@ async def test_transient_failures_are_retried_with_a_logged_event(
     agent = agent_on(harness, raise_error(code, "flaky"), text_response("ok"))
     end = await run_turn(agent)
     assert end.reason == TurnCompleted()
-    assert retries(agent) == [RetryEvent(1, 1, 1, code, "flaky", 0.475)]
+    assert retries(agent) == [RetryEvent(1, 1, 1, code, "flaky", 0.475, None, 5)]
     assert clock.waits == [0.475]
 
 

@@ -4,33 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from dsh import DshError, Harness, ToolExecution
+from dsh import DshError, Harness, ToolExecution, recovery
 from dsh.events import SessionEvent
 from dsh.testing import MemoryStore, hang, text_response, tool_call_response
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.render import Lines
 from dsh_plugins.terminal_ui.style import Style
-from dsh_plugins.terminal_ui.threads import Approval, Idle, Message
+from dsh_plugins.terminal_ui.threads import Approval, Draft, Idle, Message
 from tests.plugins.terminal_ui.conftest import Kit, chat_args, make_harness
 
 
 class Chat:
     """A started chat session, what it printed and what it posted to the terminal."""
 
-    def __init__(self, harness: Harness, *argv: str) -> None:
+    def __init__(self, harness: Harness, *argv: str, terminal: bool = True) -> None:
         self.harness = harness
         self.out = io.StringIO()
         self.posted: list[Message] = []
         self.idle = asyncio.Event()
         self.asked = asyncio.Event()
         self.session = ChatSession(
-            harness, chat_args(*argv), Lines(self.out, Style(False)), self._post
+            harness, chat_args(*argv), Lines(self.out, Style(False)), self._post, terminal=terminal
         )
 
     def _post(self, message: Message) -> None:
@@ -58,8 +59,10 @@ async def chats() -> AsyncIterator[list[Chat]]:
         await chat.session.close()
 
 
-async def start(chats: list[Chat], kit: Kit, *argv: str, **harness: Any) -> Chat:
-    chat = Chat(make_harness(kit, **harness), *argv)
+async def start(
+    chats: list[Chat], kit: Kit, *argv: str, terminal: bool = True, **harness: Any
+) -> Chat:
+    chat = Chat(make_harness(kit, **harness), *argv, terminal=terminal)
     chats.append(chat)
     await chat.session.start()
     return chat
@@ -116,6 +119,7 @@ async def test_steering_while_busy(chats: list[Chat]) -> None:
     await kit.adapter.started.wait()
     assert await session.steer("") == "busy"
     assert await session.steer("and also this") == "busy"
+    assert chat.printed()[-1] == "↪ queued: and also this"  # acknowledged on its own line
     assert session.agent.inbox.has_steering
     assert await session.steer("/sessions") == "busy"
     assert chat.printed()[-1] == "/sessions waits until the agent is done (Ctrl-C interrupts it)"
@@ -124,6 +128,52 @@ async def test_steering_while_busy(chats: list[Chat]) -> None:
     await session.abort()
     await chat.idle.wait()
     assert "⏹ aborted (interrupted)" in chat.printed()
+    # The steering left over does not start a turn: it goes back to the user as a draft, and
+    # a resume would not restore it either.
+    assert chat.printed()[-1] == (
+        "↩ and also this: not sent; it is back at the prompt: Enter sends it, Ctrl-C drops it"
+    )
+    assert Draft("and also this") in chat.posted
+    events = session.agent.session.events
+    assert sum(e.type == "turn/start" for e in events) == 1
+    assert [e.type for e in events if e.type.startswith("inbox/")] == [
+        "inbox/queued",
+        "inbox/withdrawn",
+    ]
+    assert recovery.pending_messages(events) == []
+
+
+async def test_a_piped_chat_drops_steering_left_by_an_abort(chats: list[Chat]) -> None:
+    kit = Kit([hang(), text_response("next")])
+    chat = await start(chats, kit, terminal=False)
+    assert not any("Ctrl-C" in line for line in chat.printed())  # no key hints for a pipe
+    await chat.session.command("/help")
+    assert not any("Ctrl-C" in line for line in chat.printed())
+    assert await chat.session.submit("work") == "busy"
+    await kit.adapter.started.wait()
+    await chat.session.steer("and this")
+    await chat.session.abort()
+    await chat.idle.wait()
+    assert chat.printed()[-1] == "↩ not sent: and this"
+    assert not any(isinstance(m, Draft) for m in chat.posted)
+
+
+async def test_only_the_users_abort_withdraws_steering(chats: list[Chat]) -> None:
+    kit = Kit([hang(), text_response("answered the steering"), hang()])
+    chat = await start(chats, kit)
+    assert await chat.session.submit("work") == "busy"
+    await kit.adapter.started.wait()
+    await chat.session.steer("then this")
+    chat.session.agent.abort("a budget ran out")  # not the user: the steering still runs
+    await chat.idle.wait()
+    assert "answered the steering" in chat.printed()
+    chat.idle.clear()
+    assert await chat.session.submit("more") == "busy"
+    while len(kit.adapter.requests) < 3:  # noqa: ASYNC110 - a count, not an event, says it
+        await asyncio.sleep(0.001)
+    await chat.session.abort()  # the user's, with nothing left over: no draft to give back
+    await chat.idle.wait()
+    assert not any(isinstance(m, Draft) for m in chat.posted)
 
 
 async def test_approvals_are_asked_through_the_terminal(chats: list[Chat]) -> None:
@@ -220,11 +270,15 @@ async def test_a_session_that_cannot_be_resumed_keeps_the_current_one(
 ) -> None:
     store = MemoryStore()
     store.stored["broken"] = [SessionEvent("turn/start", 5, 0.0, None)]  # seq must start at 0
-    chat = await start(chats, Kit(), store=store)
+    chat = await start(chats, Kit([text_response("hi")]), store=store)
     current = chat.session.agent.session.id
-    await chat.session.submit("/resume broken")
+    await chat.session.submit("/resume broken")  # nothing stored yet: started afresh
     assert any(line.startswith("cannot resume 'broken': ") for line in chat.printed())
     assert chat.session.agent.session.id == current
+    await chat.say("hello")
+    await chat.session.submit("/resume broken")  # stored now: resumed
+    assert chat.session.agent.session.id == current
+    assert len(chat.session.agent.session.derive_messages()) == 2
 
 
 async def test_compact(chats: list[Chat]) -> None:
@@ -247,11 +301,21 @@ async def test_compact_with_the_compaction_plugin(chats: list[Chat]) -> None:
     config = {"compaction": {"keep_recent_tokens": 1}}
     chat = await start(chats, kit, config=config, extra=[CompactionPlugin()])
     await chat.session.submit("/compact")
-    assert chat.printed()[-1] == "nothing to compact yet"
+    assert chat.printed()[-2:] == [
+        "compacting the conversation (0 tokens)…",
+        "nothing to compact: the conversation (0 tokens) is all recent enough to keep as it is",
+    ]
     await chat.say("tell me a lot")
     await chat.say("and more")
     await chat.session.submit("/compact")
-    assert chat.printed()[-1].startswith("compacted: now about ")
+    before, after = chat.printed()[-2:]
+    assert before.startswith("compacting the conversation (")
+    assert re.fullmatch(
+        r"compacted: ([\d,]+) → about ([\d,]+) tokens \(summarised the older conversation\)",
+        after,
+    )
+    figures = re.findall(r"[\d,]+", after)
+    assert int(figures[1].replace(",", "")) < int(figures[0].replace(",", ""))
 
 
 async def test_an_approval_without_a_reason_just_asks(chats: list[Chat]) -> None:

@@ -10,9 +10,12 @@ import asyncio
 import concurrent.futures
 import io
 import os
+import pty
 import signal
+import termios
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,16 @@ from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.console import Console, History, history_path
 from dsh_plugins.terminal_ui.render import Lines
 from dsh_plugins.terminal_ui.style import Style
-from dsh_plugins.terminal_ui.threads import Approval, Done, Idle, Interrupt, Line, LoopThread, Pump
+from dsh_plugins.terminal_ui.threads import (
+    Approval,
+    Done,
+    Draft,
+    Idle,
+    Interrupt,
+    Line,
+    LoopThread,
+    Pump,
+)
 from tests.plugins.terminal_ui.conftest import Kit, chat_args, make_harness
 
 TIMEOUT_S = 10
@@ -67,8 +79,9 @@ class Terminal:
         os.write(self._write, "".join(f"{line}\n" for line in lines).encode())
 
     def end(self) -> None:
-        os.close(self._write)
-        self._write = -1
+        if self._write >= 0:
+            os.close(self._write)
+            self._write = -1
 
     def printed(self) -> str:
         return self.out.getvalue()
@@ -77,8 +90,21 @@ class Terminal:
         wait_until(lambda: text in self.printed(), repr(text))
 
     def run(self, driver: Callable[[Terminal], None] | None = None, **console_kw: Any) -> int:
-        """Chat on this (main) thread while ``driver`` types and presses keys on another."""
-        thread = threading.Thread(target=driver, args=(self,)) if driver else None
+        """Chat on this (main) thread while ``driver`` types and presses keys on another.
+
+        A driver that fails ends the input, so that a console waiting for a line returns, and
+        its error is raised here (not lost in its thread)."""
+        failures: list[BaseException] = []
+
+        def drive() -> None:
+            assert driver is not None
+            try:
+                driver(self)
+            except BaseException as exc:
+                failures.append(exc)
+                self.end()
+
+        thread = threading.Thread(target=drive) if driver else None
         if thread is not None:
             thread.start()
         try:
@@ -88,9 +114,10 @@ class Terminal:
         finally:
             if thread is not None:
                 thread.join(TIMEOUT_S)
-            if self._write >= 0:
-                self.end()
+            self.end()
             self.stdin.close()
+            if failures:
+                raise failures[0]
 
     def _run_console(self, **console_kw: Any) -> int:
         """What ``console.run`` does, with options the command does not expose."""
@@ -117,8 +144,9 @@ def test_a_piped_conversation(tmp_path: Path) -> None:
     term.type("hello", "/help", "", "/quit")
     assert term.run() == 0
     lines = term.printed().splitlines()
-    assert lines[2:4] == ["Hi!", lines[3]] and lines[3].startswith("── 10 in")
+    assert lines[1:3] == ["Hi!", lines[2]] and lines[2].startswith("── 10 in")
     assert "  /resume ID       switch to a stored session" in lines
+    assert not any("Ctrl-C" in line for line in lines)  # no key hints for a pipe
     assert lines[-1].startswith("resume this chat: dsh chat --resume chat-")
 
 
@@ -177,10 +205,12 @@ def test_a_second_ctrl_c_quits_at_once() -> None:
     assert term.run(driver) == 130
 
 
-def test_ctrl_c_at_the_prompt_quits() -> None:
+def test_ctrl_c_at_the_prompt_says_how_to_quit_and_a_second_quits() -> None:
     def driver(term: Terminal) -> None:
         term.type("/help")
         term.wait_for("/quit            leave")  # the help was shown: now at the prompt
+        ctrl_c()
+        term.wait_for("(Ctrl-C again to quit · or Ctrl-D, /quit)")
         ctrl_c()
 
     assert Terminal(make_harness(Kit())).run(driver) == 0
@@ -342,8 +372,16 @@ def test_read_prompt_continuations_and_ctrl_c(bare: tuple[Console, Pump, int]) -
     assert console_.read_prompt() == "a \nb"
     scripted_reads(console_, ["a \\", KeyboardInterrupt])
     assert console_.read_prompt() == ""
-    scripted_reads(console_, [KeyboardInterrupt])
-    assert console_.read_prompt() is None
+    scripted_reads(console_, [KeyboardInterrupt, KeyboardInterrupt])
+    assert console_.read_prompt() == ""  # the first says how to quit
+    assert console_.read_prompt() is None  # the second quits
+    scripted_reads(console_, [KeyboardInterrupt, "hi", KeyboardInterrupt])
+    assert console_.read_prompt() == ""
+    assert console_.read_prompt() == "hi"
+    assert console_.read_prompt() == ""  # a line in between: asks again
+    printed = console_.out
+    assert isinstance(printed, io.StringIO)
+    assert printed.getvalue().count("(Ctrl-C again to quit · or Ctrl-D, /quit)") == 3
     console_._typed_at_interrupt = "half a thought"
     scripted_reads(console_, [KeyboardInterrupt])
     assert console_.read_prompt() == ""
@@ -368,6 +406,68 @@ def test_a_call_keeps_messages_meant_for_others(bare: tuple[Console, Pump, int])
     pump.post(other)
     assert console_.call(answer()) == 7
     assert pump.next(stdin=False) is other
+
+
+def test_a_ctrl_c_after_the_call_finished_is_kept_for_the_next_wait(
+    bare: tuple[Console, Pump, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race that hung the chat: ``submit`` started a turn and returned, the first words
+    were on screen, and Ctrl-C came before the console read its ``Done``. The Ctrl-C must
+    abort the turn, not be spent on a call that had already finished."""
+    console_, pump, _ = bare
+    submit = console_.thread.submit
+
+    def submit_then_ctrl_c(coro: Any) -> concurrent.futures.Future[Any]:
+        future = submit(coro)
+        future.result(TIMEOUT_S)  # the coroutine has finished...
+        console_._on_sigint(signal.SIGINT, None)  # ...and Ctrl-C comes before its Done
+        return future
+
+    monkeypatch.setattr(console_.thread, "submit", submit_then_ctrl_c)
+
+    async def start_turn() -> str:
+        return "busy"
+
+    assert console_.call(start_turn()) == "busy"
+    pump.post(Idle())
+    assert pump.next(stdin=False) == Interrupt()  # what follow() reads next: it aborts
+    assert pump.next(stdin=False) == Idle()
+
+
+def test_a_kept_ctrl_c_reaches_the_readline_prompt(bare: tuple[Console, Pump, int]) -> None:
+    """The readline prompt does not read the pump: a Ctrl-C left there would cancel whatever
+    the user does next. It counts as a Ctrl-C at the prompt instead."""
+    console_, pump, _ = bare
+    console_._typed_at_interrupt = "stale"
+    console_._raise_pending_interrupt()  # nothing pending: nothing happens
+    pump.post(Idle())
+    pump.post(Interrupt())
+    with pytest.raises(KeyboardInterrupt):
+        console_._raise_pending_interrupt()
+    assert console_._typed_at_interrupt == ""
+    console_._raise_pending_interrupt()  # it was taken
+    assert pump.next(stdin=False) == Idle()  # other messages stay for their reader
+
+
+def test_a_ctrl_c_during_a_call_cancels_it(bare: tuple[Console, Pump, int]) -> None:
+    console_, pump, _ = bare
+    started = threading.Event()
+
+    async def slow() -> str:
+        started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("cancelled before")
+
+    def press() -> None:
+        started.wait(TIMEOUT_S)
+        console_._on_sigint(signal.SIGINT, None)
+
+    presser = threading.Thread(target=press)
+    presser.start()
+    assert console_.call(slow()) is None
+    presser.join()
+    pump.post(Idle())
+    assert pump.next(stdin=False) == Idle()  # the Ctrl-C was spent on the cancelled call
 
 
 def test_ctrl_c_at_the_readline_prompt_remembers_what_was_typed(
@@ -517,3 +617,105 @@ def test_steering_lines_go_to_the_history(bare: tuple[Console, Pump, int]) -> No
     pump.post(Line("steer this"))
     assert console_.follow() == 0
     assert added == ["steer this"]
+
+
+def test_a_draft_is_put_at_the_next_prompt() -> None:
+    calls: list[tuple[str, object]] = []
+    fake = types.ModuleType("readline")
+    fake.insert_text = lambda text: calls.append(("insert", text))  # type: ignore[attr-defined]
+    fake.set_startup_hook = lambda hook: calls.append(("hook", hook))  # type: ignore[attr-defined]
+    history = History(fake, Path("unused"), 10)
+    history.prefill("send me")
+    (_, hook), *_ = calls
+    assert callable(hook)
+    hook()  # readline calls it when the prompt starts: the text, once
+    assert calls[1:] == [("insert", "send me"), ("hook", None)]
+    History(None, Path("unused"), 10).prefill("no readline: nothing to do")
+
+
+def test_a_draft_while_busy_goes_to_the_prompt(bare: tuple[Console, Pump, int]) -> None:
+    console_, pump, _ = bare
+    prefilled: list[str] = []
+    console_.history.prefill = prefilled.append  # type: ignore[method-assign,assignment]
+    pump.post(Draft("and this"))
+    pump.post(Idle())
+    assert console_.follow() is None
+    assert prefilled == ["and this"]
+
+
+def test_while_the_agent_works_a_terminal_does_not_echo_typing() -> None:
+    master, slave = pty.openpty()
+    pump = Pump(slave)
+    loop = LoopThread()
+    try:
+        console_ = Console(None, loop, pump, io.StringIO(), tty=True)  # type: ignore[arg-type]
+
+        def echoing() -> bool:
+            return bool(termios.tcgetattr(slave)[3] & termios.ECHO)
+
+        assert echoing()
+        with console_._typing_hidden():
+            assert not echoing()
+            with console_._typing_shown():  # an approval's answer is echoed
+                assert echoing()
+            assert not echoing()
+        assert echoing()
+        with console_._typing_shown():  # not hidden: nothing to show
+            assert echoing()
+    finally:
+        pump.close()
+        os.close(master)
+        os.close(slave)
+
+
+def test_without_a_real_terminal_there_is_nothing_to_hide(
+    bare: tuple[Console, Pump, int],
+) -> None:
+    console_, _, _ = bare
+    console_.tty = True  # says so, but the descriptor is a pipe
+    with console_._typing_hidden():
+        assert console_._echo is None
+
+
+def test_a_ctrl_c_between_two_prompts_counts_at_the_next(
+    bare: tuple[Console, Pump, int],
+) -> None:
+    console_, pump, _ = bare
+    scripted_reads(console_, ["never read"])
+    pump.post(Interrupt())
+    pump.post(Interrupt())
+    assert console_.read_prompt() == ""  # says how to quit
+    assert not pump.take_interrupts()
+    pump.post(Interrupt())
+    assert console_.read_prompt() is None  # the second in a row quits
+
+
+def test_a_ctrl_c_while_a_steering_line_is_handed_over_still_aborts(
+    bare: tuple[Console, Pump, int],
+) -> None:
+    console_, pump, _ = bare
+    aborted = threading.Event()
+    handing_over = threading.Event()
+
+    class SlowChat:
+        async def steer(self, line: str) -> str:
+            handing_over.set()
+            await asyncio.Event().wait()  # cancelled by the Ctrl-C
+            return "busy"
+
+        async def abort(self) -> None:
+            aborted.set()
+            pump.post(Idle())
+
+    console_.chat = SlowChat()  # type: ignore[assignment]
+    pump.post(Line("steer this"))
+
+    def press() -> None:
+        handing_over.wait(TIMEOUT_S)
+        pump.post(Interrupt())
+
+    presser = threading.Thread(target=press)
+    presser.start()
+    assert console_.follow() is None
+    presser.join()
+    assert aborted.is_set()

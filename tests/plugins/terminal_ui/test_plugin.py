@@ -15,4 +15,4 @@ def test_the_plugin_contributes_run_chat_and_its_section() -> None:
     assert run.run.func is headless.run and run.run.args == (harness,)  # type: ignore[attr-defined]
     assert chat.run.func is console.run and chat.run.args == (harness,)  # type: ignore[attr-defined]
     assert harness.config.section("terminal_ui", TerminalUiConfig) == TerminalUiConfig()
-    assert TerminalUiConfig().model == "deepseek-v4-flash"
+    assert TerminalUiConfig().model == "deepseek-flash"

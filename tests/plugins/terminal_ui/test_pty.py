@@ -20,7 +20,7 @@ import pytest
 from attrs import evolve
 
 from dsh_plugins.mock_server import MockServer, reply
-from tests.helpers import make_dist
+from tests.helpers import disabled_plugins, make_dist
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX terminal")
 
@@ -127,7 +127,7 @@ async def chat(mock_server: MockServer, tmp_path: Path) -> AsyncIterator[Screen]
     env = dict(os.environ, TERM="xterm", PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
     # The test plugin's policy is the one that asks: the built-in permissions policy would ask
     # about the same call a second time, according to its own configuration.
-    env["DSH_DISABLE_PLUGINS"] = "permissions"
+    env["DSH_DISABLE_PLUGINS"] = disabled_plugins("permissions")
     env.pop("NO_COLOR", None)
     master, slave = pty.openpty()
     child = await asyncio.create_subprocess_exec(
@@ -146,7 +146,7 @@ async def chat(mock_server: MockServer, tmp_path: Path) -> AsyncIterator[Screen]
 
 
 async def test_chat_in_a_terminal(chat: Screen, mock_server: MockServer) -> None:
-    await chat.expect("dsh chat · deepseek-v4-flash · session chat-")
+    await chat.expect("dsh chat · deepseek-flash · session chat-")
     await chat.expect("> ")
 
     # A prompt, a tool call the policy asks about, its result, the streamed answer, the usage.
@@ -166,6 +166,7 @@ async def test_chat_in_a_terminal(chat: Screen, mock_server: MockServer) -> None
     chat.type("keep counting\r")
     await chat.expect("Counting and counting")
     chat.type("count these instead\r")
+    await chat.expect("↪ queued: count these instead")  # on its own line, not echoed mid-text
     await chat.expect("↪ steering: count these instead")
     await chat.expect('allow word_count {"text": "count these instead"}? [y/N] ')
     chat.type("y\r")
@@ -183,3 +184,39 @@ async def test_chat_in_a_terminal(chat: Screen, mock_server: MockServer) -> None
     chat.type("/quit\r")
     await chat.expect("resume this chat: dsh chat --resume chat-")
     assert await chat.exit_code() == 0
+
+
+async def test_feedback_and_ctrl_c_give_control_back(chat: Screen, mock_server: MockServer) -> None:
+    await chat.expect("> ")
+
+    # Waiting for the first token: a status line says what for, and for how long.
+    slow = evolve(reply(text="Slow answer", name="slow"), interval_s=0.4)
+    mock_server.queue(slow)
+    chat.type("hello\r")
+    await chat.expect("waiting for the model · ")
+    await chat.expect("Slow answer")
+    await chat.expect("> ")
+
+    # Steering typed during a stalled answer, then Ctrl-C: the steering does not run on its
+    # own; it comes back at the prompt as a draft, and Ctrl-C drops it.
+    mock_server.queue("stall")
+    chat.type("tell me a story\r")
+    await chat.expect("Partial answer")
+    chat.type("and make it short\r")
+    await chat.expect("↪ queued: and make it short")
+    served = len(mock_server.requests)
+    chat.type("\x03")
+    await chat.expect("⏹ aborted (interrupted)")
+    await chat.expect("↩ and make it short: not sent; it is back at the prompt")
+    await chat.expect("> and make it short")
+    chat.type("\x03")
+    await chat.expect("> ")
+
+    # Ctrl-C at an empty prompt says how to quit; a second one quits.
+    chat.type("\x03")
+    await chat.expect("(Ctrl-C again to quit · or Ctrl-D, /quit)")
+    await chat.expect("> ")
+    chat.type("\x03")
+    await chat.expect("resume this chat: dsh chat --resume chat-")
+    assert await chat.exit_code() == 0
+    assert len(mock_server.requests) == served  # the withdrawn steering never reached it

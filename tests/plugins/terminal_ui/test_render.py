@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 
@@ -11,6 +12,7 @@ from dsh.chunks import (
     BlockEnd,
     BlockStart,
     Finish,
+    FinishError,
     FinishStop,
     LlmFailure,
     ReasoningDelta,
@@ -22,7 +24,10 @@ from dsh.chunks import (
 from dsh.content import Text
 from dsh.events import (
     CompactionEnd,
+    CompactionPrune,
     CompactionStart,
+    CompactionSummary,
+    ElidedResult,
     ErrorEvent,
     SessionEvent,
     SteeringMessage,
@@ -34,7 +39,16 @@ from dsh.events import (
     TurnError,
     TurnMaxTokens,
 )
-from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line, preview
+from dsh_plugins.retry import RetryEvent
+from dsh_plugins.terminal_ui.progress import Progress, wants_progress
+from dsh_plugins.terminal_ui.render import (
+    Lines,
+    Renderer,
+    failure_text,
+    one_line,
+    preview,
+    seconds,
+)
 from dsh_plugins.terminal_ui.style import Style, wants_color
 
 
@@ -111,21 +125,52 @@ def test_tool_results_are_previewed_and_errors_stand_out() -> None:
 
 def test_errors_steering_and_compaction_are_noted() -> None:
     r, answer, _ = renderer()
-    r.event(event("error", ErrorEvent(1, 1, "rate limited", "RATE_LIMIT")))
+    r.event(event("error", ErrorEvent(1, 1, "slow down", "RATE_LIMIT")))
     r.event(event("error", ErrorEvent(1, 1, "odd")))
     r.event(event("steering/message", SteeringMessage(1, (Text("also  this\nplease"),))))
     r.event(event("compaction/start", CompactionStart(1, "manual", 12345)))
+    r.event(event("compaction/end", CompactionEnd(12345)))
+    r.event(event("compaction/start", CompactionStart(1, "threshold", 12345)))
+    r.event(event("compaction/prune", CompactionPrune((ElidedResult("c1", "gone"),))))
+    r.event(event("compaction/end", CompactionEnd(9000)))
+    r.event(event("compaction/start", CompactionStart(2, "overflow", 20000)))
+    r.event(event("compaction/prune", CompactionPrune((ElidedResult("c2", "-"),) * 2)))
+    r.event(event("compaction/summary", CompactionSummary(5, "S", 20000, 2345)))
     r.event(event("compaction/end", CompactionEnd(2345)))
-    r.event(event("compaction/end", CompactionEnd(2345, "summary failed: boom")))
-    r.event(event("step/start", None))  # not shown
+    r.event(event("compaction/start", CompactionStart(3, "threshold", 5000)))
+    r.event(event("compaction/end", CompactionEnd(5000, "summary failed: SERVER: boom")))
+    r.event(event("step/start", None))  # no terminal: no status line
     assert answer.getvalue().splitlines() == [
-        "error: rate limited [RATE_LIMIT]",
+        "error: rate limited (slow down) [RATE_LIMIT]",
         "error: odd",
         "↪ steering: also this please",
         "compacting the conversation (12,345 tokens)…",
-        "compacted: now about 2,345 tokens",
-        "compaction: summary failed: boom",
+        "nothing to compact: the conversation (12,345 tokens) is all recent enough to keep "
+        "as it is",
+        "compacting the conversation (12,345 tokens)…",
+        "compacted: 12,345 → about 9,000 tokens (elided 1 old tool result)",
+        "the conversation (20,000 tokens) did not fit the model's context window: compacting…",
+        "compacted: 20,000 → about 2,345 tokens "
+        "(elided 2 old tool results; summarised the older conversation)",
+        "compacting the conversation (5,000 tokens)…",
+        "compaction: summary failed: SERVER: boom",
     ]
+
+
+def test_failures_read_as_sentences() -> None:
+    payload = (
+        "the connection broke before [DONE]: ClientPayloadError: Response payload is not "
+        "completed: <TransferEncodingError: 400, message='Not enough data to satisfy transfer "
+        "length header.'>"
+    )
+    assert failure_text(payload, "STREAM_CLOSED") == (
+        "the connection broke off in the middle of the answer "
+        "(the connection broke before [DONE]: Response payload is not completed)"
+    )
+    assert failure_text("", "TIMEOUT") == "the model stopped answering"
+    assert failure_text("", None) == "failed"
+    assert failure_text("ValueError: bad", "ODD") == "bad"
+    assert (seconds(3.0), seconds(0.5), seconds(2.75)) == ("3", "0.5", "2.8")
 
 
 @pytest.mark.parametrize(
@@ -200,3 +245,111 @@ def test_a_closed_stream_without_descriptor_is_just_dropped() -> None:
     lines = Lines(Gone(), Style(False))
     lines.write("x")
     assert lines.closed
+
+
+# -- retries, abandoned attempts, held answers, the status line ----------------------------------
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def label(progress: Progress) -> str | None:
+    """What the status line says now (a call, so that checks do not narrow the type)."""
+    return progress.label
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_retries_are_visible() -> None:
+    r, answer, _ = renderer()
+    r.event(event("llm/retry", RetryEvent(1, 1, 1, "RATE_LIMIT", "slow down", 3.0, 429, 5)))
+    r.event(event("llm/retry", RetryEvent(1, 1, 2, "TRANSPORT", "refused", 0.5)))
+    r.event(event("llm/retry", RetryEvent(1, 1, 3, "ODD", "OSError: gone <x>", 1.25)))
+    assert answer.getvalue().splitlines() == [
+        "↻ 429 rate limited — retrying in 3 s (2/5)",
+        "↻ cannot connect to the model's server — retrying in 0.5 s (attempt 3)",
+        "↻ gone — retrying in 1.2 s (attempt 4)",
+    ]
+
+
+def failed() -> Finish:
+    return Finish(FinishError(LlmFailure("stalled", "TIMEOUT")))
+
+
+def test_an_answer_that_is_not_a_terminal_gets_only_succeeded_steps() -> None:
+    answer, notes = io.StringIO(), io.StringIO()
+    r = Renderer(Lines(answer, Style(False)), Lines(notes, Style(False)), hold_answer=True)
+    r.chunk(BlockStart(0, "text"))
+    r.chunk(TextDelta(0, "Partial answer"))
+    r.chunk(failed())
+    assert answer.getvalue() == ""
+    r.chunk(BlockStart(0, "text"))
+    r.chunk(TextDelta(0, "The real "))
+    r.chunk(TextDelta(0, "answer."))
+    assert answer.getvalue() == ""
+    r.chunk(Finish(FinishStop()))
+    r.chunk(TextDelta(0, "never finished"))
+    r.turn_end(TurnAborted())
+    assert answer.getvalue() == "The real answer.\n"
+
+
+def test_on_a_terminal_an_abandoned_attempt_is_marked_and_a_fresh_line_starts() -> None:
+    r, answer, _ = renderer()
+    r.chunk(TextDelta(0, "Partial answer"))
+    r.chunk(failed())
+    r.chunk(failed())  # a failure with nothing shown marks nothing
+    r.chunk(TextDelta(0, "Good."))
+    r.chunk(Finish(FinishStop()))
+    assert answer.getvalue() == "Partial answer [cut off]\nGood.\n"
+
+
+async def test_the_status_line_says_what_is_waited_for_and_for_how_long() -> None:
+    out, clock = Tty(), Clock()
+    lines = Lines(out, Style(False))
+    progress = Progress(lines, enabled=True, clock=clock, interval_s=0.001, delay_s=0.5)
+    r = Renderer(lines, lines, show_reasoning=False, progress=progress)
+    r.event(event("step/start", None))
+    r.event(event("step/start", None))  # the same wait: the clock keeps running
+    await asyncio.sleep(0.01)
+    assert out.getvalue() == ""  # not before the delay: quick answers do not flicker
+    clock.now += 3
+    while "waiting" not in out.getvalue():  # noqa: ASYNC110 - the output, not an event, says it
+        await asyncio.sleep(0.001)
+    assert out.getvalue().startswith("\r⠋ waiting for the model · 3s\x1b[K")
+    r.chunk(ReasoningDelta(0, "hidden"))  # a new label restarts the clock
+    assert label(progress) == "thinking" and progress.text().endswith("thinking · 0s")
+    r.chunk(TextDelta(0, "Hi"))  # the first token erases the line
+    assert out.getvalue().endswith("\r\x1b[KHi") and label(progress) is None
+    lines.status("over a line in progress")  # not drawn
+    assert out.getvalue().endswith("Hi")
+    r.chunk(Finish(FinishStop()))
+    r.event(event("tool/call", ToolCallEvent(1, 1, "c1", "shell", "{}")))
+    assert label(progress) == "running shell"
+    r.event(event("tool/result", ToolResultEvent(1, 1, "c1", (Text("ok"),))))
+    assert label(progress) is None
+    r.event(event("compaction/start", CompactionStart(1, "manual", 10)))
+    assert label(progress) == "compacting"
+    r.turn_end(TurnCompleted())
+    assert label(progress) is None
+    await asyncio.sleep(0.01)  # the spinner task ends by itself
+
+
+def test_the_status_line_needs_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "xterm")
+    assert wants_progress(Tty()) and not wants_progress(io.StringIO())
+    monkeypatch.setenv("TERM", "dumb")
+    assert not wants_progress(Tty())
+    out = io.StringIO()
+    lines = Lines(out, Style(False))
+    Progress(lines, enabled=False).start("never drawn")  # no loop needed: nothing to do
+    lines.closed = True
+    lines.status("gone")
+    assert out.getvalue() == ""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import signal
+import socket
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -64,7 +67,11 @@ async def test_usage_and_hidden_reasoning() -> None:
 @pytest.mark.parametrize(
     ("script", "code", "note"),
     [
-        ([error_response("SERVER", "down")], 1, "error: down [SERVER]"),
+        (
+            [error_response("SERVER", "down")],
+            1,
+            "error: the model's server failed (down) [SERVER]",
+        ),
         ([max_tokens_response("Trunc")], 3, "stopped: the answer reached the output token limit"),
     ],
 )
@@ -185,4 +192,58 @@ async def test_through_the_cli_harness_against_the_mock_server(
     out, err = io.StringIO(), io.StringIO()
     code = await headless.run(harness, run_args("hello"), Terminal(), out, err)
     assert (code, out.getvalue()) == (0, "Hello! How can I help you today? 😊\n")
-    assert mock_server.requests[0].body["model"] == "deepseek-v4-flash"
+    assert mock_server.requests[0].body["model"] == "deepseek-flash"
+
+
+async def test_a_retried_stream_leaves_only_the_answer_in_a_redirected_stdout(
+    mock_server: MockServer, tmp_path: Path
+) -> None:
+    """``dsh run 'hi' > answer.md`` while the first attempt stalls after ``Partial answer``:
+    the retry's answer is the whole file, and stderr says why it took longer."""
+    config = tmp_path / "dsh.toml"
+    config.write_text(
+        f'[llm_deepseek]\nbase_url = "{mock_server.url}"\napi_key = "k"\nidle_timeout_s = 0.5\n'
+        "[retry]\nbase_delay_s = 0.05\n"
+    )
+    mock_server.queue("stall", "text")
+    answer = tmp_path / "answer.md"
+    boot = "import sys; from dsh.cli import main; sys.exit(main(sys.argv[1:]))"
+    with answer.open("w") as out:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", boot, "--config", str(config), "run", "hi",
+            stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.PIPE,
+            env=dict(os.environ, DSH_DISABLE_PLUGINS="permissions"),
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(child.communicate(), 30)
+    assert child.returncode == 0, err.decode()
+    assert answer.read_text() == "Hello! How can I help you today? 😊\n"
+    notes = err.decode()
+    assert "↻ the model stopped answering — retrying in " in notes and "(2/5)" in notes
+    assert "Partial answer" not in notes
+
+
+async def test_connection_failures_are_retried_visibly_then_told_in_words(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "dsh.toml"
+    config.write_text(
+        f'[llm_deepseek]\nbase_url = "http://127.0.0.1:{port}"\napi_key = "k"\n'
+        "[retry]\nbase_delay_s = 0.01\nmax_attempts = 3\n"
+    )
+    harness = Harness(config=config)
+    harness.load()
+    out, err = io.StringIO(), io.StringIO()
+    code = await headless.run(harness, run_args("hello"), Terminal(), out, err)
+    notes = err.getvalue().splitlines()
+    retries = [line for line in notes if line.startswith("↻ ")]
+    assert code == 1 and out.getvalue() == ""
+    assert [line.split(" — ")[0] for line in retries] == [
+        "↻ cannot connect to the model's server"
+    ] * 2
+    assert retries[0].endswith("(2/3)") and retries[1].endswith("(3/3)")
+    error = next(line for line in notes if line.startswith("error: "))
+    assert error.startswith("error: cannot connect to the model's server (")
+    assert error.endswith("[TRANSPORT]") and "Error:" not in error

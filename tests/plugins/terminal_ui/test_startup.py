@@ -27,7 +27,7 @@ def test_the_real_api_without_a_key_is_refused_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     harness = deepseek_harness()
-    for model in ("deepseek-v4-flash", "deepseek/deepseek-v4-pro"):
+    for model in ("deepseek-flash", "deepseek-v4-flash", "deepseek/deepseek-v4-pro"):
         problem = startup.model_problem(harness, model)
         assert problem == startup.NO_KEY
     assert "\n" not in startup.NO_KEY
@@ -47,6 +47,10 @@ def test_models_other_adapters_serve_need_no_deepseek_key() -> None:
     harness.load()
     assert startup.model_problem(harness, "scripted") is None
     assert startup.model_problem(make_harness(Kit()), "scripted") is None  # no llm_deepseek
+    config: dict[str, dict[str, list[str]]] = {"llm_deepseek": {"models": []}}
+    serves_none = Harness(load_entrypoints=False, plugins=[DeepSeekPlugin(), Kit()], config=config)
+    serves_none.load()
+    assert startup.model_problem(serves_none, "scripted") is None
 
 
 def test_an_unknown_model_lists_the_known_ones() -> None:

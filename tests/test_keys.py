@@ -1,0 +1,169 @@
+"""``dsh keys``: keys stored in the user config directory, used when the environment has none."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh import keys
+from dsh.cli import main
+from dsh.userconfig import UserConfigError, config_dir
+from dsh_plugins.mock_server import MockServer
+from dsh_plugins.terminal_ui import startup
+from tests.plugins.terminal_ui.test_startup import deepseek_harness
+
+
+def dsh(*argv: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``dsh ARGV`` as a real process, with the test's (isolated) environment and no key."""
+    env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_API_KEY"}
+    env["DSH_DISABLE_PLUGINS"] = ""
+    return subprocess.run(
+        [sys.executable, "-m", "dsh", *argv],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+
+
+def test_set_list_remove_as_a_user_would() -> None:
+    stored = dsh("keys", "set", "deepseek", stdin="sk-secret-1\n")
+    assert stored.returncode == 0, stored.stderr
+    path = config_dir() / "keys.json"
+    assert stored.stdout == f"stored the key for deepseek in {path}\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert dsh("keys", "set", "other", "--value", "sk-2").returncode == 0
+    listed = dsh("keys", "list")
+    assert listed.stdout == "deepseek\nother\n"  # names only, never the keys
+    assert dsh("keys", "path").stdout == f"{path}\n"
+    assert keys.load() == {"deepseek": "sk-secret-1", "other": "sk-2"}
+    assert dsh("keys", "remove", "other").stdout == "removed the key for other\n"
+    gone = dsh("keys", "remove", "other")
+    assert gone.returncode == 1 and "there is no stored key 'other'" in gone.stderr
+    assert keys.load() == {"deepseek": "sk-secret-1"}
+    assert keys.remove("deepseek") and keys.load() == {}
+    assert dsh("keys", "list").stdout == "no stored keys ('dsh keys set NAME' stores one)\n"
+
+
+def test_bad_names_keys_and_files_are_clear_errors_that_lose_nothing() -> None:
+    keys.store("deepseek", "sk-1")
+    bad = dsh("keys", "set", "../evil", "--value", "sk-2")
+    assert bad.returncode == 1 and "'../evil' is not a key name" in bad.stderr
+    empty = dsh("keys", "set", "deepseek", stdin="\n")
+    assert empty.returncode == 1 and "nothing was stored" in empty.stderr
+    assert keys.load() == {"deepseek": "sk-1"}
+    keys.keys_path().write_text("[1, 2]")
+    broken = dsh("keys", "set", "deepseek", "--value", "sk-3")
+    assert broken.returncode == 2  # the adapters read the file as the harness loads
+    assert f"{keys.keys_path()} is not a JSON object of names to strings" in broken.stderr
+    assert keys.keys_path().read_text() == "[1, 2]"  # not overwritten
+    keys.keys_path().write_text("{not json")
+    with pytest.raises(UserConfigError, match="fix it, or delete it"):
+        keys.load()
+
+
+def test_unreadable_and_unwritable_files_are_clear_errors() -> None:
+    keys.keys_path().parent.mkdir(parents=True)
+    keys.keys_path().mkdir()  # a directory where the file should be
+    with pytest.raises(UserConfigError, match="cannot read"):
+        keys.load()
+    keys.keys_path().rmdir()
+    # The file is written beside its place first: a directory there makes the write fail.
+    (keys.keys_path().parent / f".keys.json.{os.getpid()}.tmp").mkdir()
+    with pytest.raises(UserConfigError, match="cannot write"):
+        keys.store("deepseek", "sk-1")
+    assert not keys.keys_path().exists()
+
+
+def test_the_terminal_is_asked_without_echo(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[str] = []
+
+    def getpass(prompt: str) -> str:
+        asked.append(prompt)
+        return "sk-typed"
+
+    monkeypatch.setattr("getpass.getpass", getpass)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
+    assert main(["keys", "set", "deepseek"]) == 0
+    assert asked == ["Enter the key for deepseek: "]
+    assert "sk-typed" not in capsys.readouterr().out
+    assert keys.load() == {"deepseek": "sk-typed"}
+    assert main(["keys"]) == 2
+    assert "usage: dsh keys" in capsys.readouterr().out
+
+
+def test_the_environment_wins_over_the_stored_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    assert keys.api_key("deepseek", "DEEPSEEK_API_KEY") is None
+    keys.store("deepseek", "sk-stored")
+    assert keys.api_key("deepseek", "DEEPSEEK_API_KEY") == "sk-stored"
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-env")
+    assert keys.api_key("deepseek", "DEEPSEEK_API_KEY") == "sk-env"
+
+
+def test_without_xdg_config_home_it_is_under_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert keys.keys_path() == tmp_path / ".config" / "dsh" / "keys.json"
+
+
+def test_a_stored_key_makes_the_real_api_usable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    assert startup.model_problem(deepseek_harness(), "deepseek-flash") == startup.NO_KEY
+    assert "dsh keys set deepseek" in startup.NO_KEY
+    keys.store("deepseek", "sk-stored")
+    assert startup.model_problem(deepseek_harness(), "deepseek-flash") is None
+
+
+async def test_the_adapters_send_the_stored_key(tmp_path: Path) -> None:
+    keys.store("deepseek", "sk-stored")
+    async with MockServer(api_key="sk-stored") as server:
+        (tmp_path / "dsh.toml").write_text(f'[llm_deepseek]\nbase_url = "{server.url}"\n')
+        env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_API_KEY"}
+        env["DSH_DISABLE_PLUGINS"] = ""
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "dsh", "run", "--no-thinking", "-m", "deepseek-flash", "hi",
+            cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, stderr = await process.communicate()
+        assert process.returncode == 0, stderr.decode()
+        assert server.requests[0].headers["Authorization"] == "Bearer sk-stored"
+
+
+def test_the_commands_in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same commands through ``main`` (the subprocess tests above show them for real)."""
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
+    monkeypatch.setattr("sys.stdin", io.StringIO("sk-piped\n"))
+    assert main(["keys", "set", "deepseek"]) == 0
+    assert main(["keys", "set", "other", "--value", "sk-2"]) == 0
+    assert main(["keys", "set", "bad name", "--value", "sk-3"]) == 1
+    assert main(["keys", "set", "empty", "--value", "  "]) == 1
+    capsys.readouterr()
+    assert main(["keys", "list"]) == 0
+    assert capsys.readouterr().out == "deepseek\nother\n"
+    assert main(["keys", "path"]) == 0
+    assert capsys.readouterr().out == f"{keys.keys_path()}\n"
+    assert main(["keys", "remove", "other"]) == 0
+    assert main(["keys", "remove", "other"]) == 1
+    assert "there is no stored key 'other'" in capsys.readouterr().err
+    assert keys.remove("deepseek")
+    assert main(["keys", "list"]) == 0
+    assert "no stored keys" in capsys.readouterr().out
+    assert keys.load() == {}

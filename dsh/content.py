@@ -36,12 +36,26 @@ class Text:
     text: str
 
 
-@frozen
+@frozen(repr=False)
 class Reasoning:
-    """The model's reasoning ("thinking") text, passed back to providers that require it."""
+    """The model's reasoning ("thinking") text, passed back to providers that require it.
+
+    ``signature``: the provider's opaque proof of the reasoning (the Anthropic Messages API's
+    thinking-block ``signature``), which must come back unchanged with it; ``redacted``: the
+    provider encrypted the reasoning, ``text`` is empty and ``signature`` holds the encrypted
+    data (a ``redacted_thinking`` block). Adapters of APIs without either ignore both.
+    """
 
     type: ClassVar[str] = "reasoning"
     text: str
+    signature: str | None = None
+    redacted: bool = False
+
+    def __repr__(self) -> str:
+        # Only what is set: reasoning from providers without signatures reads as it always did.
+        extra = "" if self.signature is None else f", signature={self.signature!r}"
+        extra += ", redacted=True" if self.redacted else ""
+        return f"Reasoning(text={self.text!r}{extra})"
 
 
 @frozen

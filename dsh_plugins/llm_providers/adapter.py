@@ -1,0 +1,208 @@
+"""The adapter of one OpenAI-compatible provider: one aiohttp session, one streamed POST per
+model call, framed by :class:`dsh.sse.SseParser`.
+
+One call is one provider attempt (retries and fallbacks belong to ``dsh_agent_request_error``).
+An HTTP error or a broken stream raises :class:`LlmError`; an error the server puts in the
+stream ends it in-band with ``finish{error}``. Cancelling the consumer closes the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import structlog
+
+from dsh import keys
+from dsh.chunks import LlmFailure, StreamChunk
+from dsh.errors import LlmError
+from dsh.llm import ModelInfo
+from dsh.request import LlmRequest
+from dsh.sse import SseEvent, SseParser
+from dsh_plugins.llm_providers.failures import QUOTE, http_failure, not_a_stream
+from dsh_plugins.llm_providers.profiles import Provider
+from dsh_plugins.llm_providers.translate import Translator
+from dsh_plugins.llm_providers.wire import body_for
+
+__all__ = ["ProviderAdapter"]
+
+log = structlog.get_logger("dsh.llm_providers")
+
+
+class ProviderAdapter:
+    """Serves ``<provider>/<model>`` for every model the provider lists."""
+
+    def __init__(self, provider: Provider, api_key: str | None = None) -> None:
+        self.provider = provider
+        # Read once; never logged, never part of anything that reaches the session.
+        self._api_key = api_key or keys.api_key(provider.name, provider.api_key_env or "")
+        self._session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:
+        return f"<ProviderAdapter {self.provider.name} {self.provider.base_url}>"
+
+    def model_ids(self) -> list[str]:
+        return [f"{self.provider.name}/{model}" for model in self.provider.models]
+
+    def _model(self, model_id: str) -> str:
+        return model_id.removeprefix(f"{self.provider.name}/")
+
+    def model_info(self, model_id: str) -> ModelInfo | None:
+        """The capabilities the config gives the model."""
+        caps = self.provider.models.get(self._model(model_id))
+        if caps is None:
+            return None
+        return ModelInfo(
+            context_window=caps.context_window,
+            max_output_tokens=caps.max_output_tokens,
+            image_input=caps.image_input,
+            thinking_default=caps.reasoning,
+            pricing=caps.price,
+        )
+
+    def unavailable(self, model_id: str) -> str | None:
+        """Why the model cannot be called: its provider wants a key and has none."""
+        if self._api_key is None and self.provider.key_required:
+            return f"no API key for {self.provider.name}: {self.provider.key_hint}"
+        return None
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
+        """The chunks of one streamed completion."""
+        provider = self.provider
+        missing = self.unavailable(request.model)
+        if missing is not None:
+            raise LlmError.of("AUTH", missing)
+        body = body_for(provider, self._model(request.model), request)
+        response = await self._post(body)
+        translator = Translator(provider.name, provider.reasoning_field, provider.cached_tokens)
+        reader = _Reader(response, provider)
+        try:
+            while not reader.parser.done and not translator.failed:
+                for event in await reader.read():
+                    for chunk in translator.feed(_payload(provider.name, event)):
+                        yield chunk
+            for chunk in translator.done():
+                yield chunk
+        finally:
+            if reader.parser.done:
+                response.release()
+            else:
+                response.close()
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            timeout = aiohttp.ClientTimeout(
+                total=None, connect=self.provider.settings.connect_timeout_s
+            )
+            self._session = aiohttp.ClientSession(timeout=timeout)
+        return self._session
+
+    def _headers(self) -> dict[str, str]:
+        headers = {
+            **self.provider.settings.headers,
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+        }
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    async def _post(self, body: dict[str, Any]) -> aiohttp.ClientResponse:
+        """Send the request; return a response that is an event stream, else raise."""
+        provider = self.provider
+        url = f"{provider.base_url}/chat/completions"
+        log.debug("provider request", provider=provider.name, model=body["model"])
+        timeout_s = provider.settings.idle_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                response = await self._client().post(
+                    url, data=json.dumps(body), headers=self._headers()
+                )
+                try:
+                    failure = await _failure_of(provider.name, response)
+                except BaseException:
+                    response.close()
+                    raise
+        except TimeoutError as exc:
+            raise LlmError.of("TIMEOUT", f"no answer from {url} within {timeout_s} s") from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "TRANSPORT", f"cannot reach {provider.name} at {url}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if failure is not None:
+            response.close()
+            raise LlmError(failure)
+        return response
+
+
+async def _failure_of(provider: str, response: aiohttp.ClientResponse) -> LlmFailure | None:
+    """What an answer that is not an event stream says went wrong (``None``: a stream)."""
+    if response.status >= 300:
+        body = await response.content.read(64 * QUOTE)
+        return http_failure(provider, response.status, response.headers, body)
+    if response.content_type == "text/event-stream":
+        return None
+    body = await response.content.read(64 * QUOTE)
+    return not_a_stream(provider, response.status, response.content_type, response.headers, body)
+
+
+def _payload(provider: str, event: SseEvent) -> Any:
+    try:
+        return json.loads(event.data)
+    except ValueError as exc:
+        raise LlmError.of(
+            "MALFORMED_RESPONSE", f"{provider} sent an event that is not JSON: {event.data:.200}"
+        ) from exc
+
+
+class _Reader:
+    """Reads events with two deadlines: ``idle_timeout_s`` of silence, moved only by events
+    once data flows (keep-alive comments such as OpenRouter's ``: OPENROUTER PROCESSING`` are
+    not progress then); before the first event, comments extend it up to
+    ``first_data_timeout_s`` after the headers (a queued request, not a stalled one)."""
+
+    def __init__(self, response: aiohttp.ClientResponse, provider: Provider) -> None:
+        settings = provider.settings
+        self.parser = SseParser(max_event_bytes=settings.max_event_bytes)
+        self._content = response.content
+        self._idle_s = settings.idle_timeout_s
+        self._loop = asyncio.get_running_loop()
+        now = self._loop.time()
+        self._deadline = now + self._idle_s
+        self._queue_deadline = now + max(settings.first_data_timeout_s, self._idle_s)
+        self._started = False
+
+    async def read(self) -> list[SseEvent]:
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                data = await self._content.readany()
+        except TimeoutError as exc:
+            raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "STREAM_CLOSED", f"the connection broke before [DONE]: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not data:
+            raise LlmError.of("STREAM_CLOSED", "the stream ended without [DONE]")
+        comments = self.parser.comments
+        events = self.parser.feed(data)
+        now = self._loop.time()
+        if events or self.parser.done:
+            self._started = True
+            self._deadline = now + self._idle_s
+        elif not self._started and self.parser.comments > comments:
+            self._deadline = min(now + self._idle_s, self._queue_deadline)
+        return events
+
+    def _timeout_message(self) -> str:
+        if self._started or self._deadline < self._queue_deadline:
+            return f"the stream made no progress for {self._idle_s} s"
+        return "no data before first_data_timeout_s: the request stayed queued (keep-alive only)"

@@ -1,0 +1,126 @@
+"""The built-in profiles and how a provider's settings are resolved against them.
+
+The facts behind each profile (with the documentation they come from) are in
+``docs/providers.md``; a profile only fills what the user's table leaves unset.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from attrs import frozen
+
+from dsh.errors import ConfigError
+from dsh_plugins.llm_providers.config import (
+    ModelSettings,
+    ProviderSettings,
+    ReasoningField,
+    TokenLimitField,
+)
+
+__all__ = ["PROFILES", "Profile", "Provider", "resolve"]
+
+T = TypeVar("T")
+
+
+@frozen
+class Profile:
+    """What a built-in endpoint is: where it listens, the key it wants (``key_required``:
+    it refuses requests without one) and its wire quirks."""
+
+    base_url: str
+    api_key_env: str | None
+    key_required: bool
+    token_limit_field: TokenLimitField = "max_tokens"
+    reasoning_field: ReasoningField = "none"
+    stream_options: bool = True
+    cached_tokens: bool = True
+
+
+PROFILES: dict[str, Profile] = {
+    "openai": Profile(
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        key_required=True,
+        token_limit_field="max_completion_tokens",
+    ),
+    "openrouter": Profile(
+        "https://openrouter.ai/api/v1",
+        "OPENROUTER_API_KEY",
+        key_required=True,
+        reasoning_field="reasoning",
+    ),
+    "ollama": Profile("http://localhost:11434/v1", None, False, reasoning_field="reasoning"),
+    "vllm": Profile("http://localhost:8000/v1", "VLLM_API_KEY", False, reasoning_field="auto"),
+    # llama-server sends usage (and its own ``timings``) with the last chunk unasked.
+    "llamacpp": Profile(
+        "http://localhost:8080/v1",
+        "LLAMA_API_KEY",
+        False,
+        reasoning_field="reasoning_content",
+        stream_options=False,
+    ),
+}
+
+
+@frozen
+class Provider:
+    """A provider as the adapter uses it: every setting decided."""
+
+    name: str
+    base_url: str
+    api_key_env: str | None
+    key_required: bool
+    models: dict[str, ModelSettings]
+    token_limit_field: TokenLimitField
+    reasoning_field: ReasoningField
+    stream_options: bool
+    cached_tokens: bool
+    send_reasoning: bool
+    settings: ProviderSettings
+
+    @property
+    def key_hint(self) -> str:
+        """How the user gives this provider a key."""
+        env = f"set {self.api_key_env} or " if self.api_key_env else ""
+        return f"{env}store one with 'dsh keys set {self.name}'"
+
+
+def _pick(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+def resolve(name: str, settings: ProviderSettings) -> Provider:
+    """``settings`` over the profile ``name`` (a custom provider has none: it must name its
+    ``base_url``, and it needs a key only when it names ``api_key_env``)."""
+    profile = PROFILES.get(name)
+    if profile is None:
+        if not settings.base_url:
+            raise ConfigError(
+                [
+                    f"[llm_providers.custom.{name}] has no base_url: give the endpoint's URL "
+                    'without /chat/completions, e.g. base_url = "https://host/v1"'
+                ]
+            )
+        profile = Profile(settings.base_url, None, settings.api_key_env is not None)
+    if not settings.models:
+        raise ConfigError(
+            [
+                f"[llm_providers] provider {name!r} lists no models: add at least one, e.g. "
+                f'{{"llm_providers": {{"{name}": {{"models": {{"<model>": {{}}}}}}}}}}'
+            ]
+        )
+    reasoning_field = _pick(settings.reasoning_field, profile.reasoning_field)
+    return Provider(
+        name=name,
+        base_url=_pick(settings.base_url, profile.base_url).rstrip("/"),
+        api_key_env=_pick(settings.api_key_env, profile.api_key_env),
+        key_required=profile.key_required,
+        models=dict(settings.models),
+        token_limit_field=_pick(settings.token_limit_field, profile.token_limit_field),
+        reasoning_field=reasoning_field,
+        stream_options=_pick(settings.stream_options, profile.stream_options),
+        cached_tokens=_pick(settings.cached_tokens, profile.cached_tokens),
+        send_reasoning=_pick(settings.send_reasoning, False) and reasoning_field != "none",
+        settings=settings,
+    )

@@ -1,0 +1,270 @@
+"""The Messages API adapter: one aiohttp session, one streamed ``POST /v1/messages`` per call.
+
+One instance serves one provider (Anthropic, or DeepSeek's Anthropic-format endpoint). One call
+is one provider attempt; transport and protocol failures raise :class:`LlmError`, the model's
+own stop reasons end the stream in band with ``finish{error}``. Cancelling the consumer closes
+the response at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import attrs
+import structlog
+from attrs import frozen
+
+from dsh import keys
+from dsh.chunks import LlmFailure, StreamChunk
+from dsh.errors import LlmError
+from dsh.llm import ModelInfo
+from dsh.request import LlmRequest
+from dsh.sse import SseEvent, SseParser
+from dsh_plugins.llm_anthropic.config import AnthropicConfig
+from dsh_plugins.llm_anthropic.events import EventTranslator
+from dsh_plugins.llm_anthropic.failures import (
+    QUOTE_CHARS,
+    http_failure,
+    missing_key_failure,
+    not_event_stream_failure,
+)
+from dsh_plugins.llm_anthropic.request import request_body
+from dsh_plugins.llm_deepseek import models as deepseek_models
+
+__all__ = ["ANTHROPIC", "API_VERSION", "DEEPSEEK", "MessagesAdapter", "Provider"]
+
+#: The ``anthropic-version`` header every request carries (DeepSeek's endpoint ignores it).
+API_VERSION = "2023-06-01"
+log = structlog.get_logger("dsh.llm_anthropic")
+
+
+@frozen
+class Provider:
+    """One Messages API provider: the id prefix it serves, its name in messages, where its key
+    comes from (environment variable, ``dsh keys`` name, config option)."""
+
+    prefix: str
+    name: str
+    env_var: str
+    key_name: str
+    option: str
+
+
+ANTHROPIC = Provider(
+    "anthropic", "Anthropic", "ANTHROPIC_API_KEY", "anthropic", "anthropic_api_key"
+)
+DEEPSEEK = Provider(
+    "deepseek-anthropic",
+    "DeepSeek (Anthropic format)",
+    "DEEPSEEK_API_KEY",
+    "deepseek",
+    "deepseek_api_key",
+)
+
+
+class MessagesAdapter:
+    """Streams the Messages API of one provider. Serves ``<prefix>/<model>``."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        config: AnthropicConfig,
+        base_url: str,
+        models: tuple[str, ...],
+        api_key: str | None,
+    ) -> None:
+        self.provider = provider
+        self.config = config
+        self.base_url = base_url.rstrip("/")
+        self.models = models
+        # Read once, here; never logged, never part of a request that reaches the session.
+        self._api_key = api_key or keys.api_key(provider.key_name, provider.env_var)
+        self._session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:
+        return f"<MessagesAdapter {self.provider.prefix} {self.base_url}>"
+
+    def model_ids(self) -> list[str]:
+        return [f"{self.provider.prefix}/{model}" for model in self.models]
+
+    def model_info(self, model_id: str) -> ModelInfo | None:
+        """DeepSeek's models through this endpoint are the models of the DeepSeek table, but
+        read no images: the endpoint does not support image content. Anthropic's are not
+        described here (``None``)."""
+        info = deepseek_models.model_info(model_id) if self.provider is DEEPSEEK else None
+        return None if info is None else attrs.evolve(info, image_input=False)
+
+    def wire_model(self, model_id: str) -> str:
+        """The name to send: the id without its prefix (a retired DeepSeek name as its
+        successor, as the table says)."""
+        model = model_id.removeprefix(f"{self.provider.prefix}/")
+        return deepseek_models.wire_name(model) if self.provider is DEEPSEEK else model
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
+        """The chunks of one streamed message."""
+        body = request_body(
+            request,
+            self.wire_model(request.model),
+            self.config.max_tokens,
+            self.config.thinking_budget_tokens,
+        )
+        response = await self._post(f"{self.base_url}/v1/messages", body)
+        translator = EventTranslator()
+        reader = _EventReader(response, self.config)
+        try:
+            while not translator.done:
+                for event in await reader.read():
+                    for chunk in translator.feed(_json(event)):
+                        yield chunk
+        finally:
+            # After message_stop the connection may go back to the pool; otherwise drop it.
+            if translator.done:
+                response.release()
+            else:
+                response.close()
+
+    async def aclose(self) -> None:
+        """Close the HTTP session (the harness awaits this at stop)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            timeout = aiohttp.ClientTimeout(
+                total=None, connect=self.config.connect_timeout_s, sock_read=None
+            )
+            connector = aiohttp.TCPConnector(limit=self.config.max_connections)
+            self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
+        return self._session
+
+    async def _post(self, url: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
+        """Send the request and wait for a 2xx answer's headers; raise on anything else."""
+        provider = self.provider
+        if self._api_key is None:
+            raise LlmError(
+                missing_key_failure(
+                    provider.name, provider.env_var, provider.key_name, provider.option
+                )
+            )
+        headers = {
+            "x-api-key": self._api_key,
+            "anthropic-version": API_VERSION,
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+        }
+        log.debug("messages request", url=url, model=body["model"], messages=len(body["messages"]))
+        timeout_s = self.config.idle_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                response = await self._client().post(url, data=json.dumps(body), headers=headers)
+                try:
+                    failure = await _failure_of(provider.name, response)
+                    if failure is not None:
+                        raise LlmError(failure)
+                except BaseException:
+                    response.close()
+                    raise
+        except TimeoutError as exc:
+            raise LlmError.of("TIMEOUT", f"no answer from {url} within {timeout_s} s") from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "TRANSPORT", f"cannot reach {provider.name} at {url}: {type(exc).__name__}: {exc}"
+            ) from exc
+        return response
+
+
+async def _failure_of(provider: str, response: aiohttp.ClientResponse) -> LlmFailure | None:
+    """The failure an answer's status and type say (``None``: an event stream to read)."""
+    if response.status >= 300:
+        body = await _body_start(response)
+        return http_failure(
+            provider, response.status, response.reason or "", response.headers, body
+        )
+    if response.content_type == "text/event-stream":
+        return None
+    content_type = response.headers.get("Content-Type", "")
+    return not_event_stream_failure(
+        provider, content_type, response.headers, await _body_start(response)
+    )
+
+
+async def _body_start(response: aiohttp.ClientResponse) -> bytes:
+    """The start of a body that is not a stream (enough for its message)."""
+    limit, body = 64 * QUOTE_CHARS, b""
+    try:
+        while len(body) < limit and (data := await response.content.read(limit - len(body))):
+            body += data
+    except aiohttp.ClientError:
+        return b""  # a body that broke off says nothing reliable: the status speaks
+    return body
+
+
+def _json(event: SseEvent) -> Any:
+    try:
+        return json.loads(event.data)
+    except ValueError as exc:
+        raise LlmError.of(
+            "MALFORMED_RESPONSE",
+            f"the Messages API sent an event that is not JSON: {event.data:.200}",
+        ) from exc
+
+
+def _is_ping(event: SseEvent) -> bool:
+    return event.event == "ping"
+
+
+class _EventReader:
+    """Reads SSE events with an idle deadline that only data events move once data started.
+
+    Keep-alives — comments, and the API's ``ping`` events — are traffic, not progress. Before
+    the first data event they extend the deadline (each by ``idle_timeout_s``) up to
+    ``first_data_timeout_s`` after the headers: a request waiting in a queue is not a stall."""
+
+    def __init__(self, response: aiohttp.ClientResponse, config: AnthropicConfig) -> None:
+        self.parser = SseParser(max_event_bytes=config.max_event_bytes)
+        self._content = response.content
+        self._idle_timeout_s = config.idle_timeout_s
+        self._first_data_timeout_s = max(config.first_data_timeout_s, config.idle_timeout_s)
+        self._loop = asyncio.get_running_loop()
+        now = self._loop.time()
+        self._deadline = now + config.idle_timeout_s
+        self._queue_deadline = now + self._first_data_timeout_s
+        self._started = False
+
+    async def read(self) -> list[SseEvent]:
+        """The data events of the next network read (possibly none; pings left out)."""
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                data = await self._content.readany()
+        except TimeoutError as exc:
+            raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "STREAM_CLOSED",
+                f"the connection broke before message_stop: {type(exc).__name__}: {exc}",
+            ) from exc
+        if not data:
+            raise LlmError.of("STREAM_CLOSED", "the stream ended without message_stop")
+        comments = self.parser.comments
+        received = self.parser.feed(data)
+        events = [event for event in received if not _is_ping(event)]
+        now = self._loop.time()
+        if events:
+            self._started = True
+            self._deadline = now + self._idle_timeout_s
+        elif not self._started and (received or self.parser.comments > comments):
+            self._deadline = min(now + self._idle_timeout_s, self._queue_deadline)
+        return events
+
+    def _timeout_message(self) -> str:
+        if self._started or self._deadline < self._queue_deadline:
+            return f"the stream made no progress for {self._idle_timeout_s} s"
+        return (
+            f"no data within {self._first_data_timeout_s} s: the request stayed queued "
+            "(only keep-alives); raise first_data_timeout_s to wait longer"
+        )

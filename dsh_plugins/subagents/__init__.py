@@ -1,0 +1,138 @@
+"""``subagents``: the ``task`` tool, with which a model delegates work to a fresh sub-agent.
+
+``task(description, prompt, agent?)`` runs a child agent (``agent_loop.create(...,
+parent=...)``, see :mod:`dsh.family`) on ``prompt`` for one turn and returns its final answer
+as the tool result. The child's profile is the configured agent ``agent`` (its model, system
+prompt, tool allow-list and output type, from ``[[agent_loop.agents]]``) or, without one, the
+parent's own options minus the ``task`` tool (so children do not delegate again unless a
+profile lets them). The tool is ``concurrency_safe``: several ``task`` calls of one step run in
+parallel. A child that fails makes the call an error result the parent's model can read; an
+aborted parent aborts the child. See ``docs/subagents.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from attrs import evolve
+
+from dsh.agent import Agent, AgentOptions
+from dsh.config import AgentLoopConfig
+from dsh.content import AgentSource, text_of
+from dsh.converter import unstructure
+from dsh.errors import DshError
+from dsh.events import TurnCompleted, TurnEnd
+from dsh.markers import hookimpl
+from dsh.output import OutputError
+from dsh.profiles import find_profile, options_for
+from dsh.request import ToolSchema
+from dsh.tools import Tool, ToolError, ToolExecution
+
+if TYPE_CHECKING:
+    from dsh.harness import Harness
+
+__all__ = ["TASK", "SubagentsPlugin"]
+
+TASK = "task"
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "description": {"type": "string", "description": "A few words saying what the task is."},
+        "prompt": {
+            "type": "string",
+            "description": "The whole task for the sub-agent: it sees nothing of this "
+            "conversation, so say everything it needs.",
+        },
+        "agent": {
+            "type": "string",
+            "description": "A configured agent profile to run the task (default: one like you).",
+        },
+    },
+    "required": ["description", "prompt"],
+    "additionalProperties": False,
+}
+_DESCRIPTION = (
+    "Delegate a self-contained task to a sub-agent, which works on it with its own context and "
+    "returns its final answer. Several task calls in one step run in parallel."
+)
+
+
+class SubagentsPlugin:
+    """Offers the ``task`` tool."""
+
+    def __init__(self) -> None:
+        self._harness: Harness | None = None
+        self._numbers = itertools.count(1)
+
+    @hookimpl
+    def dsh_register_tools(
+        self, register: Callable[[Tool], Callable[[], None]], harness: Harness
+    ) -> None:
+        self._harness = harness
+        schema = ToolSchema(TASK, _DESCRIPTION, _SCHEMA)
+        register(Tool(schema, self._task, timeout_s=math.inf, concurrency_safe=True))
+
+    async def _task(self, args: dict[str, Any], execution: ToolExecution) -> str:
+        harness, parent = self._harness, execution.agent
+        if harness is None or parent is None:
+            raise ToolError("the task tool runs only for an agent of a started harness")
+        options = self._profile(harness, parent, args.get("agent"))
+        child_id = f"{parent.id}.task-{next(self._numbers)}"
+        try:
+            child = harness.agent_loop.create(
+                child_id, options, parent=parent, call_id=execution.call_id
+            )
+        except DshError as exc:
+            raise ToolError(str(exc), "SUBAGENT_REFUSED") from exc
+        try:
+            # On disk before the child runs: a crash then leaves a start for resume to close.
+            await parent.session.checkpoint()
+            child.send(args["prompt"], AgentSource(parent.id))
+            await child.wait_idle()
+        except BaseException:  # the parent's step was cancelled: its abort reaches the child
+            child.abort(f"the parent agent {parent.id!r} was aborted")
+            await child.wait_idle()
+            raise
+        finally:
+            await child.dispose()
+        return await _answer(child)
+
+    def _profile(self, harness: Harness, parent: Agent, name: str | None) -> AgentOptions:
+        inherited = evolve(parent.options, output_type=None)
+        if name is None:
+            tools = parent.options.tools
+            tools = tuple(harness.tools.names()) if tools is None else tools
+            return evolve(inherited, tools=tuple(t for t in tools if t != TASK))
+        agents = harness.config.section("agent_loop", AgentLoopConfig).agents
+        try:
+            return options_for(find_profile(agents, name), inherited)
+        except DshError as exc:
+            raise ToolError(
+                f"{exc}; leave 'agent' out to run the task with an agent like you", "BAD_PROFILE"
+            ) from exc
+
+
+async def _answer(child: Agent) -> str:
+    """The child's final answer, or a ``ToolError`` saying how it ended."""
+    events = child.session.events
+    # The child was idle before this is called: its turn has ended.
+    end = next(e.data for e in reversed(events) if isinstance(e.data, TurnEnd))
+    if not isinstance(end.reason, TurnCompleted):
+        failure = getattr(end.reason, "failure", None)
+        detail = f": {failure.message}" if failure is not None else ""
+        raise ToolError(
+            f"the sub-agent {child.id!r} ended {end.reason.type}{detail}", "SUBAGENT_FAILED"
+        )
+    if child.options.output_type is not None:
+        try:
+            value = await child.result()
+        except OutputError as exc:
+            raise ToolError(str(exc), "SUBAGENT_FAILED") from exc
+        return json.dumps(unstructure(value), ensure_ascii=False)
+    message = next(e.data for e in reversed(events) if e.type == "assistant/message")
+    return text_of(message.content).strip()

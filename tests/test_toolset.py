@@ -1,0 +1,60 @@
+"""``AgentOptions(tools=...)``: an agent is offered, and may call, only its own tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh import Harness, Tool
+from dsh.content import text_of
+from dsh.output import FINAL_RESULT
+from dsh.request import ToolSchema
+from dsh.testing import text_response, tool_call_response, tool_calls_response
+from tests.helpers import of_type, scripted_agent
+
+
+def named(name: str) -> Tool:
+    async def run(args: Any, execution: Any) -> str:
+        return f"{name} ran"
+
+    return Tool(ToolSchema(name, f"the {name} tool"), run)
+
+
+async def test_only_the_allowed_tools_are_offered_and_run(harness: Harness) -> None:
+    for name in ("read", "write"):
+        harness.tools.register(named(name))
+    agent, adapter = scripted_agent(
+        harness,
+        [tool_calls_response([("c1", "read", {}), ("c2", "write", {})]), text_response("ok")],
+        tools=("read",),
+    )
+    agent.send("go")
+    await agent.wait_idle()
+    assert [t.name for t in adapter.requests[0].tools] == ["read"]
+    results = {e.data.call_id: e.data for e in of_type(agent.session.events, "tool/result")}
+    assert text_of(results["c1"].content) == "read ran"
+    assert results["c2"].code == "NOT_ALLOWED"
+    assert "may not call 'write'; its tools are: read" in text_of(results["c2"].content)
+
+
+async def test_a_typed_agent_with_no_tools_may_still_answer(harness: Harness) -> None:
+    harness.tools.register(named("read"))
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    agent, adapter = scripted_agent(
+        harness, [tool_call_response("c1", FINAL_RESULT, {"x": 1})], tools=(), output_type=schema
+    )
+    agent.send("go")
+    await agent.wait_idle()
+    assert [t.name for t in adapter.requests[0].tools] == [FINAL_RESULT]
+    assert await agent.result() == {"x": 1}
+
+
+async def test_no_tools_at_all(harness: Harness) -> None:
+    harness.tools.register(named("read"))
+    agent, adapter = scripted_agent(
+        harness, [tool_call_response("c1", "read", {}), text_response("ok")], tools=()
+    )
+    agent.send("go")
+    await agent.wait_idle()
+    assert adapter.requests[0].tools == ()
+    (result,) = [e.data for e in of_type(agent.session.events, "tool/result")]
+    assert "its tools are: none" in text_of(result.content)

@@ -10,15 +10,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsh.agent import AgentOptions, Continuation, Retry
-    from dsh.assembly import PromptSection
+    from dsh.agent import Agent, AgentOptions, Continuation, Retry
     from dsh.errors import ConfigError, DshError, HookError, LlmError, PluginLoadError
     from dsh.harness import Command, Harness
     from dsh.markers import Stop, hookimpl
+    from dsh.output import OutputError
+    from dsh.prompt import PromptSection
+    from dsh.runner import RunResult, run, run_sync
     from dsh.tooldef import tool
     from dsh.tools import Tool, ToolExecution, ToolOutcome
 
 __all__ = [
+    "Agent",
     "AgentOptions",
     "Command",
     "ConfigError",
@@ -27,23 +30,28 @@ __all__ = [
     "Harness",
     "HookError",
     "LlmError",
+    "OutputError",
     "PluginLoadError",
     "PromptSection",
     "Retry",
+    "RunResult",
     "Stop",
     "Tool",
     "ToolExecution",
     "ToolOutcome",
     "hookimpl",
+    "run",
+    "run_sync",
     "tool",
 ]
 __version__ = "0.1.0"
 
 _HOMES = {
+    "Agent": "dsh.agent",
     "AgentOptions": "dsh.agent",
     "Continuation": "dsh.agent",
     "Retry": "dsh.agent",
-    "PromptSection": "dsh.assembly",
+    "PromptSection": "dsh.prompt",
     "ConfigError": "dsh.errors",
     "DshError": "dsh.errors",
     "HookError": "dsh.errors",
@@ -52,6 +60,10 @@ _HOMES = {
     "Command": "dsh.harness",
     "Harness": "dsh.harness",
     "Stop": "dsh.markers",
+    "OutputError": "dsh.output",
+    "RunResult": "dsh.runner",
+    "run": "dsh.runner",
+    "run_sync": "dsh.runner",
     "hookimpl": "dsh.markers",
     "Tool": "dsh.tools",
     "ToolExecution": "dsh.tools",

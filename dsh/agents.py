@@ -1,36 +1,17 @@
-"""The agents registry: every live agent of a harness, by id."""
+"""Deprecated alias of :mod:`dsh.registry`.
+
+The registry of live agents got a name that is not taken for :mod:`dsh.agent`.
+Kept for one release: each name warns (:class:`DeprecationWarning`) and resolves to the new home.
+"""
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
-from dsh.errors import DshError
+from dsh.deprecation import moved
 
-if TYPE_CHECKING:
-    from dsh.loop import LoopAgent
-
-__all__ = ["AgentRegistry"]
+__all__: list[str] = []
 
 
-class AgentRegistry:
-    def __init__(self) -> None:
-        self._agents: dict[str, LoopAgent] = {}
-
-    def register(self, agent: LoopAgent) -> Callable[[], None]:
-        if agent.id in self._agents:
-            raise DshError(f"an agent with id {agent.id!r} already exists")
-        self._agents[agent.id] = agent
-
-        def dispose() -> None:
-            if self._agents.get(agent.id) is agent:
-                del self._agents[agent.id]
-
-        return dispose
-
-    def get(self, agent_id: str) -> LoopAgent | None:
-        return self._agents.get(agent_id)
-
-    def list(self) -> builtins.list[LoopAgent]:
-        return list(self._agents.values())
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, "dsh.registry")

@@ -16,12 +16,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from dsh import aliases, keys, recovery, replay
+from dsh import aliases, keys, recovery
 from dsh.agent import AgentOptions
 from dsh.configdoc import masked_config
 from dsh.errors import DshError
 from dsh.events import SessionEvent
 from dsh.eventtext import brief, describe, outcome
+from dsh.family import family_lines
 from dsh.harness import Command, Harness
 from dsh.hooks import HOOK_STYLES
 from dsh.llm import ModelInfo
@@ -29,6 +30,7 @@ from dsh.logs import configure_logging
 from dsh.plugins import ENTRY_POINT_GROUP
 from dsh.session import Session, failures
 from dsh.userconfig import UserConfigError
+from dsh.verify import verify
 
 __all__ = ["main"]
 
@@ -102,9 +104,8 @@ def _policy(harness: Harness, name: str, effect: str) -> str:
 
 
 def _hooks(harness: Harness, args: argparse.Namespace) -> int:
-    runtime = harness.plugins.runtime
     for hook, style in HOOK_STYLES.items():
-        impls = ", ".join(impl.plugin for impl in runtime.impls(hook)) or "-"
+        impls = ", ".join(harness.plugins.implementers(hook)) or "-"
         print(f"{hook:32} {style:12} {impls}")
     return 0
 
@@ -179,6 +180,8 @@ async def _sessions_show(harness: Harness, args: argparse.Namespace) -> int:
     events = await _load(harness, args.id)
     turns = sum(e.type == "turn/start" for e in events)
     print(f"session {args.id}: {len(events)} events, {turns} turns")
+    for line in family_lines(events):
+        print(line)
     _print_events(events)
     return 0
 
@@ -264,7 +267,7 @@ async def _sessions_fork(harness: Harness, args: argparse.Namespace) -> int:
 
 
 async def _sessions_replay(harness: Harness, args: argparse.Namespace) -> int:
-    report = replay.verify(await _load(harness, args.id))
+    report = verify(await _load(harness, args.id))
     for mismatch in report.mismatches:
         print(mismatch)
     verdict = "ok" if report.ok else f"{len(report.mismatches)} mismatch(es)"

@@ -81,15 +81,21 @@ class AgentConfig:
     id: str
     model: str = ""
     system_prompt: str = ""
+    #: The tools it may call (``None``: every tool); see ``AgentOptions.tools``.
+    tools: tuple[str, ...] | None = None
+    #: The import path (``package.module:Name``) of its answer's type, see ``dsh.output``.
+    output_type: str | None = None
 
 
 @frozen
 class AgentLoopConfig:
     """Section ``agent_loop``. ``max_parallel_tools`` bounds how many concurrency-safe tool
-    calls of one step run at once (1 or more)."""
+    calls of one step run at once (1 or more); ``max_depth`` how deep sub-agents nest (a
+    child of a top-level agent is at depth 1)."""
 
     agents: tuple[AgentConfig, ...] = ()
     max_parallel_tools: int = field(default=8, validator=at_least(1))
+    max_depth: int = field(default=3, validator=at_least(0))
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -155,6 +161,16 @@ class Config:
 
     def sections(self) -> list[str]:
         return sorted(self._classes)
+
+    def owner(self, section: str) -> str:
+        """Who registered ``section``: a plugin's name, or ``"dsh"`` for the core's own."""
+        known = self._classes.get(section)
+        if known is None:
+            known_sections = ", ".join(sorted(self._classes)) or "none"
+            raise ConfigError(
+                [f"config section {section!r} is not registered (known: {known_sections})"]
+            )
+        return known[1]
 
     def dump(self) -> dict[str, Any]:
         """Every registered section with its effective values (defaults filled in)."""

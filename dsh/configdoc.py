@@ -27,8 +27,8 @@ import attrs
 import cattrs
 
 from dsh.config import Config
+from dsh.docstrings import parse_docstring
 from dsh.harness import Harness
-from dsh.tooldef import parse_docstring
 
 __all__ = [
     "CORE",
@@ -66,19 +66,13 @@ class ConfigSection:
 def config_sections(harness: Harness) -> list[ConfigSection]:
     """Every section ``harness`` knows, by name, with the plugin that registered it.
 
-    Loads the harness (not started) if needed. The owners are found by asking every
-    ``dsh_register_config`` implementation again, which only declares classes.
+    Loads the harness (not started) if needed; the config records who registered each
+    section (:meth:`~dsh.config.Config.owner`).
     """
     harness.load()
-    owners: dict[str, str] = {}
-    harness.plugins.runtime.call_register(
-        "dsh_register_config",
-        lambda plugin: lambda section, cls: owners.setdefault(section, plugin),
-        harness,
-    )
     found = []
     for name in harness.config.sections():
-        plugin = owners.get(name, "dsh")
+        plugin = harness.config.owner(name)
         distribution = CORE if plugin == "dsh" else harness.plugins.info[plugin].distribution
         cls = type(harness.config.section(name, object))
         found.append(ConfigSection(name, cls, plugin, distribution))

@@ -7,6 +7,7 @@ tag unions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 from attrs import frozen
@@ -24,6 +25,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "UserSource",
+    "as_blocks",
     "text_of",
 ]
 
@@ -129,3 +131,12 @@ MessageSource = UserSource | PluginSource | AgentSource
 def text_of(blocks: tuple[Block, ...]) -> str:
     """The concatenated text of the ``Text`` blocks in ``blocks``."""
     return "".join(b.text for b in blocks if isinstance(b, Text))
+
+
+def as_blocks(content: str | Block | Sequence[Block]) -> tuple[Block, ...]:
+    """What ``send``/``steer``/``inject`` accept (text, one block or blocks), as blocks."""
+    if isinstance(content, str):
+        return (Text(content),)
+    if isinstance(content, Text | Reasoning | ToolCall | ToolResult | Image):
+        return (content,)
+    return tuple(content)

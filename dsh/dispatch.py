@@ -24,10 +24,10 @@ from attrs import evolve
 
 from dsh.content import Block, Message, Text, ToolCall
 from dsh.events import SessionEvent, ToolCallEvent, ToolResultEvent
-from dsh.tools import ToolExecution, ToolOutcome
+from dsh.tools import ToolExecution, ToolOutcome, ToolRegistry
 
 if TYPE_CHECKING:
-    from dsh.loop import LoopAgent
+    from dsh.agent import Agent
 
 __all__ = ["ToolDispatch", "call_ids", "with_unique_call_ids"]
 
@@ -35,12 +35,14 @@ __all__ = ["ToolDispatch", "call_ids", "with_unique_call_ids"]
 class ToolDispatch:
     """The tool calls of one step of one agent."""
 
-    def __init__(self, agent: LoopAgent, turn: int, step: int, max_parallel: int) -> None:
+    def __init__(
+        self, agent: Agent, tools: ToolRegistry, turn: int, step: int, max_parallel: int
+    ) -> None:
         self.agent = agent
         self.turn = turn
         self.step = step
         self.max_parallel = max_parallel
-        self._tools = agent.harness.tools
+        self._tools = tools
 
     async def run(self, calls: Sequence[ToolCall]) -> None:
         pending = list(calls)

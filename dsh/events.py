@@ -7,29 +7,43 @@ their own through ``dsh_register_event_types``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from attrs import frozen
 
 from dsh.chunks import LlmFailure, StreamChunk, TokenUsage
 from dsh.content import Block, Image, MessageSource, Text, UserSource
+from dsh.deprecation import moved
+from dsh.errors import DshError
 
 __all__ = [
     "CORE_EVENT_TYPES",
+    "RETRY_EVENT",
     "AssistantChunk",
     "AssistantMessage",
-    "CompactionEnd",
-    "CompactionPrune",
-    "CompactionStart",
-    "CompactionSummary",
     "ContextMessage",
     "ElidedResult",
     "ErrorEvent",
+    "HistoryPrune",
+    "HistoryRewriteEnd",
+    "HistoryRewriteStart",
+    "HistorySummary",
+    "OutputFailed",
+    "OutputResult",
+    "OutputRetry",
+    "PermissionModeChange",
     "QueuedMessage",
+    "RetryEvent",
     "SeedEnd",
     "SessionEvent",
     "SteeringMessage",
     "StepBoundary",
+    "StepEnd",
+    "StepStart",
+    "SubagentEnd",
+    "SubagentParent",
+    "SubagentStart",
     "ToolCallEvent",
     "ToolResultEvent",
     "TurnAborted",
@@ -43,6 +57,7 @@ __all__ = [
     "TurnStart",
     "UserMessage",
     "WithdrawnMessage",
+    "event_type_of",
 ]
 
 
@@ -61,6 +76,7 @@ class UserMessage:
     """A message that starts (or joins) a turn. ``queued_seq``: the ``inbox/queued`` event it
     consumes, when it was queued while the agent was busy."""
 
+    type: ClassVar[str] = "user/message"
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
     queued_seq: int | None = None
@@ -72,6 +88,7 @@ class WithdrawnMessage:
     hands steering left over by the user's abort back as a draft): a resume does not restore
     it."""
 
+    type: ClassVar[str] = "inbox/withdrawn"
     queued_seq: int
 
 
@@ -80,6 +97,7 @@ class QueuedMessage:
     """A message queued while a turn ran (``steering``: for the running turn). Logged so that a
     crash cannot lose it; the ``user/message`` or ``steering/message`` consuming it names it."""
 
+    type: ClassVar[str] = "inbox/queued"
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
     steering: bool = False
@@ -89,6 +107,7 @@ class QueuedMessage:
 class SeedEnd:
     """Data of ``session/end-seed``: a resumed session's stored log ends before this event."""
 
+    type: ClassVar[str] = "session/end-seed"
     stored: int
 
 
@@ -96,6 +115,7 @@ class SeedEnd:
 class ContextMessage:
     """Context injected for the next request without starting a turn (``agent.inject``)."""
 
+    type: ClassVar[str] = "context/message"
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
 
@@ -104,6 +124,7 @@ class ContextMessage:
 class SteeringMessage:
     """A message that arrived while a turn was running, delivered between steps."""
 
+    type: ClassVar[str] = "steering/message"
     turn: int
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
@@ -112,6 +133,7 @@ class SteeringMessage:
 
 @frozen
 class TurnStart:
+    type: ClassVar[str] = "turn/start"
     turn: int
     source: MessageSource = UserSource()
 
@@ -160,20 +182,38 @@ TurnEndReason = (
 
 @frozen
 class TurnEnd:
+    type: ClassVar[str] = "turn/end"
     turn: int
     reason: TurnEndReason
 
 
 @frozen
 class StepBoundary:
-    """Data of ``step/start`` and ``step/end``."""
+    """What ``step/start`` and ``step/end`` share: ``isinstance(data, StepBoundary)`` matches
+    either. Its two tags were one class before 0.x split it; log the subclasses, which carry
+    their tag."""
 
     turn: int
     step: int
 
 
 @frozen
+class StepStart(StepBoundary):
+    """Step ``step`` of turn ``turn`` begins (one model call, then its tool calls)."""
+
+    type: ClassVar[str] = "step/start"
+
+
+@frozen
+class StepEnd(StepBoundary):
+    """Step ``step`` of turn ``turn`` is over."""
+
+    type: ClassVar[str] = "step/end"
+
+
+@frozen
 class AssistantChunk:
+    type: ClassVar[str] = "assistant/chunk"
     turn: int
     step: int
     chunk: StreamChunk
@@ -183,6 +223,7 @@ class AssistantChunk:
 class AssistantMessage:
     """What the model answered in one step; ``model`` is the model id the request named."""
 
+    type: ClassVar[str] = "assistant/message"
     turn: int
     step: int
     content: tuple[Block, ...]
@@ -192,6 +233,7 @@ class AssistantMessage:
 
 @frozen
 class ToolCallEvent:
+    type: ClassVar[str] = "tool/call"
     turn: int
     step: int
     call_id: str
@@ -201,6 +243,7 @@ class ToolCallEvent:
 
 @frozen
 class ToolResultEvent:
+    type: ClassVar[str] = "tool/result"
     turn: int
     step: int
     call_id: str
@@ -211,16 +254,43 @@ class ToolResultEvent:
 
 @frozen
 class ErrorEvent:
+    type: ClassVar[str] = "error"
     turn: int
     step: int
     message: str
     code: str | None = None
 
 
-@frozen
-class CompactionStart:
-    """A compaction began: ``reason`` is ``threshold``, ``overflow`` or ``manual``."""
+RETRY_EVENT = "llm/retry"
 
+
+@frozen
+class RetryEvent:
+    """Data of ``llm/retry``: attempt ``attempt`` (of at most ``max_attempts``) failed with
+    ``code`` (HTTP ``status``, when there was one); the next call starts after ``delay_s``.
+    The loop logs one for every :class:`~dsh.agent.Retry` a ``dsh_agent_request_error``
+    policy returns, whichever plugin decided it; the last two fields let a UI say
+    ``↻ 429 rate limited — retrying in 3 s (2/5)``."""
+
+    type: ClassVar[str] = RETRY_EVENT
+    turn: int
+    step: int
+    attempt: int
+    code: str
+    message: str
+    delay_s: float
+    status: int | None = None
+    max_attempts: int | None = None
+
+
+@frozen
+class HistoryRewriteStart:
+    """A rewrite of the history began in turn ``turn``, at about ``tokens_before`` tokens.
+    ``reason`` is the writer's word for why (the built-in compaction says ``threshold``,
+    ``overflow`` or ``manual``; ``overflow`` means the model refused the request as too
+    long)."""
+
+    type: ClassVar[str] = "compaction/start"
     turn: int
     reason: str
     tokens_before: int
@@ -228,21 +298,27 @@ class CompactionStart:
 
 @frozen
 class ElidedResult:
+    """The result of tool call ``call_id``: the model sees ``note`` instead of its content."""
+
     call_id: str
     note: str
 
 
 @frozen
-class CompactionPrune:
+class HistoryPrune:
     """Old tool results whose content the model now sees as a short note instead."""
 
+    type: ClassVar[str] = "compaction/prune"
     elided: tuple[ElidedResult, ...]
 
 
 @frozen
-class CompactionSummary:
-    """Everything the model saw from events before ``replaces_upto`` is now ``summary``."""
+class HistorySummary:
+    """Everything the model saw from events before ``replaces_upto`` is now ``summary``.
+    ``usage`` and ``model`` are those of the model call that wrote it, if one did (it is
+    billed like any other)."""
 
+    type: ClassVar[str] = "compaction/summary"
     replaces_upto: int
     summary: str
     tokens_before: int
@@ -252,29 +328,163 @@ class CompactionSummary:
 
 
 @frozen
-class CompactionEnd:
+class HistoryRewriteEnd:
+    """The rewrite is over: the history is now about ``tokens_after`` tokens; ``error`` says
+    what failed (the prunes and summaries logged before it stand)."""
+
+    type: ClassVar[str] = "compaction/end"
     tokens_after: int
     error: str | None = None
 
 
-CORE_EVENT_TYPES: dict[str, type[Any]] = {
-    "user/message": UserMessage,
-    "inbox/queued": QueuedMessage,
-    "inbox/withdrawn": WithdrawnMessage,
-    "session/end-seed": SeedEnd,
-    "context/message": ContextMessage,
-    "steering/message": SteeringMessage,
-    "turn/start": TurnStart,
-    "turn/end": TurnEnd,
-    "step/start": StepBoundary,
-    "step/end": StepBoundary,
-    "assistant/chunk": AssistantChunk,
-    "assistant/message": AssistantMessage,
-    "tool/call": ToolCallEvent,
-    "tool/result": ToolResultEvent,
-    "error": ErrorEvent,
-    "compaction/start": CompactionStart,
-    "compaction/prune": CompactionPrune,
-    "compaction/summary": CompactionSummary,
-    "compaction/end": CompactionEnd,
+# The names of the history-rewrite events before any plugin could write them.
+_MOVED = {
+    "CompactionStart": "dsh.events:HistoryRewriteStart",
+    "CompactionPrune": "dsh.events:HistoryPrune",
+    "CompactionSummary": "dsh.events:HistorySummary",
+    "CompactionEnd": "dsh.events:HistoryRewriteEnd",
 }
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
+
+
+SUBAGENT_PARENT, SUBAGENT_START, SUBAGENT_END = "subagent/parent", "subagent/start", "subagent/end"
+
+
+@frozen
+class SubagentParent:
+    """Data of ``subagent/parent``, a sub-agent's first event: where it was made (the parent's
+    agent and session, its turn and step then, and the tool call that made it, if one did)."""
+
+    type: ClassVar[str] = SUBAGENT_PARENT
+    agent_id: str
+    session_id: str
+    turn: int
+    step: int
+    call_id: str | None = None
+
+
+@frozen
+class SubagentStart:
+    """Data of ``subagent/start`` in the parent's log: child ``agent_id`` runs in
+    ``session_id`` (made by tool call ``call_id``, if one did)."""
+
+    type: ClassVar[str] = SUBAGENT_START
+    agent_id: str
+    session_id: str
+    turn: int
+    step: int
+    call_id: str | None = None
+
+
+@frozen
+class SubagentEnd:
+    """Data of ``subagent/end`` in the parent's log: the child is gone. ``outcome`` is how its
+    last turn ended (``completed``, ``error``, ``aborted``..., ``interrupted`` after a crash,
+    ``none`` if it ran no turn); ``usage`` and ``model``: what it used, for budgets."""
+
+    type: ClassVar[str] = SUBAGENT_END
+    agent_id: str
+    session_id: str
+    outcome: str
+    usage: TokenUsage | None = None
+    model: str | None = None
+    call_id: str | None = None
+
+
+OUTPUT_RETRY, OUTPUT_RESULT, OUTPUT_FAILED = "output/retry", "output/result", "output/failed"
+
+
+@frozen
+class OutputRetry:
+    """Data of ``output/retry``: attempt ``attempt`` of turn ``turn`` at a typed answer did not
+    validate, because of ``error`` (sent back to the model while attempts are left)."""
+
+    type: ClassVar[str] = OUTPUT_RETRY
+    turn: int
+    attempt: int
+    error: str
+
+
+@frozen
+class OutputResult:
+    """Data of ``output/result``: the validated typed answer of turn ``turn``, as JSON values."""
+
+    type: ClassVar[str] = OUTPUT_RESULT
+    turn: int
+    value: Any
+
+
+@frozen
+class OutputFailed:
+    """Data of ``output/failed``: turn ``turn`` gave up after ``attempts`` invalid answers."""
+
+    type: ClassVar[str] = OUTPUT_FAILED
+    turn: int
+    attempts: int
+    error: str
+
+
+PERMISSION_MODE = "permissions/mode"
+
+
+@frozen
+class PermissionModeChange:
+    """Data of ``permissions/mode``: from here on, this agent's tool calls are judged in
+    ``mode`` (``plan``, ``read-only``, ``workspace-write``, ``full``), e.g. after ``/approve``."""
+
+    type: ClassVar[str] = PERMISSION_MODE
+    mode: str
+
+
+_CORE_EVENT_CLASSES: tuple[type[Any], ...] = (
+    UserMessage,
+    QueuedMessage,
+    WithdrawnMessage,
+    SeedEnd,
+    ContextMessage,
+    SteeringMessage,
+    TurnStart,
+    TurnEnd,
+    StepStart,
+    StepEnd,
+    AssistantChunk,
+    AssistantMessage,
+    ToolCallEvent,
+    ToolResultEvent,
+    ErrorEvent,
+    RetryEvent,
+    HistoryRewriteStart,
+    HistoryPrune,
+    HistorySummary,
+    HistoryRewriteEnd,
+    SubagentParent,
+    SubagentStart,
+    SubagentEnd,
+    OutputRetry,
+    OutputResult,
+    OutputFailed,
+    PermissionModeChange,
+)
+
+#: Every built-in event type and the class of its ``data``, keyed by the class's own tag.
+CORE_EVENT_TYPES: dict[str, type[Any]] = {cls.type: cls for cls in _CORE_EVENT_CLASSES}
+
+
+def event_type_of(data: object, registry: Mapping[str, type[Any]] = CORE_EVENT_TYPES) -> str:
+    """The type tag of an event carrying ``data``: its class's ``type`` class variable, or else
+    the one name ``registry`` holds its class under (a plugin class registered without one)."""
+    cls = type(data)
+    tag = getattr(cls, "type", None)
+    if isinstance(tag, str):
+        return tag
+    names = [name for name, known in registry.items() if known is cls]
+    if len(names) != 1:
+        found = f"it is registered as {sorted(names)}" if names else "no event type is registered"
+        raise DshError(
+            f"cannot tell the event type of a {cls.__qualname__}: {found}; give the class a "
+            "'type: ClassVar[str]' tag or register it once through dsh_register_event_types"
+        )
+    return names[0]

@@ -11,7 +11,15 @@ from typing import Any
 import attrs
 
 from dsh.content import Block, ToolCall, text_of
-from dsh.events import SessionEvent, TurnEndReason, TurnError
+from dsh.events import (
+    HistoryPrune,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
+    SessionEvent,
+    TurnEndReason,
+    TurnError,
+)
 
 __all__ = ["brief", "describe", "outcome"]
 
@@ -41,12 +49,26 @@ def describe(event: SessionEvent) -> str:
         return f"turn {data.turn}" + (f" step {step}" if step is not None else "")
     if event.type == "error":
         return brief(f"{data.message} [{data.code}]" if data.code else data.message)
+    if isinstance(data, HistoryRewriteStart | HistoryPrune | HistorySummary | HistoryRewriteEnd):
+        return brief(_rewrite(data))
     content: tuple[Block, ...] | None = getattr(data, "content", None)
     if content is not None:
         return _content(content, getattr(data, "model", None))
     if hasattr(data, "arguments"):
         return brief(f"{data.name}({data.arguments})")
     return brief(_fields(data))
+
+
+def _rewrite(data: HistoryRewriteStart | HistoryPrune | HistorySummary | HistoryRewriteEnd) -> str:
+    """A history rewrite (whichever plugin wrote it) as what the model now sees."""
+    if isinstance(data, HistoryRewriteStart):
+        return f"rewriting the history ({data.reason}): {data.tokens_before:,} tokens"
+    if isinstance(data, HistoryPrune):
+        return f"{len(data.elided)} old tool result(s) now shown as a note"
+    if isinstance(data, HistorySummary):
+        return f"summary of the history before seq {data.replaces_upto}: {data.summary}"
+    failed = f"; {data.error}" if data.error else ""
+    return f"history now about {data.tokens_after:,} tokens{failed}"
 
 
 def _content(content: tuple[Block, ...], model: str | None) -> str:

@@ -15,18 +15,23 @@ from typing import Any
 import structlog
 from attrs import frozen
 
-from dsh.agents import AgentRegistry
-from dsh.assembly import SystemPrompt
 from dsh.config import AgentLoopConfig, Config, load_toml
 from dsh.converter import EventCodec
 from dsh.errors import DshError
+from dsh.family import PLUGIN_NAME as FAMILY
+from dsh.family import Family
 from dsh.hooks import Hooks
 from dsh.llm import LlmService
 from dsh.logs import ensure_configured
 from dsh.loop import AgentLoop
+from dsh.output import PLUGIN_NAME, OutputPlugin
 from dsh.plugins import Plugins, disabled_from_env
+from dsh.prompt import SystemPrompt
+from dsh.registry import AgentRegistry
 from dsh.session import SessionStore
 from dsh.tools import POLICY_SECTION, NoPolicyConfig, ToolRegistry, ToolsConfig
+from dsh.toolset import PLUGIN_NAME as TOOLSET
+from dsh.toolset import ToolSet
 
 __all__ = ["Command", "Harness"]
 
@@ -78,6 +83,8 @@ class Harness:
         self.tools = ToolRegistry(self.hooks)
         self.system_prompt = SystemPrompt(self.hooks, self.tools)
         self.agent_loop = AgentLoop(self)
+        #: Which agents are sub-agents of which (``agent_loop.create(..., parent=agent)``).
+        self.family = Family(self)
         self.commands: dict[str, Command] = {}
         #: Services plugins offer to hosts, reachable as attributes (``harness.compaction``).
         self.services: dict[str, Any] = {}
@@ -128,6 +135,10 @@ class Harness:
         """
         if self.loaded:
             return
+        # Typed results are core (AgentOptions.output_type); first registered, so called last.
+        self.plugins.register(OutputPlugin(self), PLUGIN_NAME)
+        self.plugins.register(self.family, FAMILY)
+        self.plugins.register(ToolSet(), TOOLSET)  # after the output: filters before it adds
         if self._load_entrypoints:
             self.plugins.load_entrypoints()
         for plugin in self._host_plugins:

@@ -21,14 +21,13 @@ from dsh.errors import HookError, PluginLoadError
 from dsh.markers import SYNC_STYLES, Stop, Style, style_of
 
 if TYPE_CHECKING:
-    from dsh.agent import Continuation, Retry
-    from dsh.assembly import PromptAssembly
+    from dsh.agent import Agent, AgentStatus, Continuation, Retry
     from dsh.chunks import LlmFailure, StreamChunk
     from dsh.content import Message
     from dsh.events import SessionEvent, TurnEndReason
     from dsh.harness import Harness
     from dsh.inbox import InboxMessage
-    from dsh.loop import LoopAgent
+    from dsh.prompt import PromptAssembly
     from dsh.request import LlmRequest
     from dsh.session import Session, SessionSummary
     from dsh.tools import ToolExecution, ToolOutcome
@@ -238,37 +237,35 @@ class Hooks:
         await self.runtime.notify("dsh_harness_stop", {"harness": harness})
 
     # -- agent lifecycle -------------------------------------------------------------------
-    async def agent_created(self, agent: LoopAgent) -> None:
+    async def agent_created(self, agent: Agent) -> None:
         await self.runtime.notify("dsh_agent_created", {"agent": agent})
 
-    async def agent_disposed(self, agent: LoopAgent) -> None:
+    async def agent_disposed(self, agent: Agent) -> None:
         await self.runtime.notify("dsh_agent_disposed", {"agent": agent})
 
-    async def agent_status(self, agent: LoopAgent, status: str) -> None:
+    async def agent_status(self, agent: Agent, status: AgentStatus) -> None:
         await self.runtime.notify("dsh_agent_status", {"agent": agent, "status": status})
 
-    async def agent_queued(self, agent: LoopAgent, message: InboxMessage, steering: bool) -> None:
+    async def agent_queued(self, agent: Agent, message: InboxMessage, steering: bool) -> None:
         kwargs = {"agent": agent, "message": message, "steering": steering}
         await self.runtime.notify("dsh_agent_queued", kwargs)
 
-    async def agent_turn_start(self, agent: LoopAgent, turn: int) -> None:
+    async def agent_turn_start(self, agent: Agent, turn: int) -> None:
         await self.runtime.notify("dsh_agent_turn_start", {"agent": agent, "turn": turn})
 
-    async def agent_turn_end(self, agent: LoopAgent, turn: int, reason: TurnEndReason) -> None:
+    async def agent_turn_end(self, agent: Agent, turn: int, reason: TurnEndReason) -> None:
         kwargs = {"agent": agent, "turn": turn, "reason": reason}
         await self.runtime.notify("dsh_agent_turn_end", kwargs)
 
-    async def agent_step_start(self, agent: LoopAgent, turn: int, step: int) -> None:
+    async def agent_step_start(self, agent: Agent, turn: int, step: int) -> None:
         kwargs = {"agent": agent, "turn": turn, "step": step}
         await self.runtime.notify("dsh_agent_step_start", kwargs)
 
-    async def agent_step_end(self, agent: LoopAgent, turn: int, step: int) -> None:
+    async def agent_step_end(self, agent: Agent, turn: int, step: int) -> None:
         kwargs = {"agent": agent, "turn": turn, "step": step}
         await self.runtime.notify("dsh_agent_step_end", kwargs)
 
-    async def agent_error(
-        self, agent: LoopAgent, turn: int, step: int, error: BaseException
-    ) -> None:
+    async def agent_error(self, agent: Agent, turn: int, step: int, error: BaseException) -> None:
         kwargs = {"agent": agent, "turn": turn, "step": step, "error": error}
         await self.runtime.notify("dsh_agent_error", kwargs)
 
@@ -281,7 +278,7 @@ class Hooks:
         )
 
     async def agent_request(
-        self, agent: LoopAgent, turn: int, step: int, request: LlmRequest
+        self, agent: Agent, turn: int, step: int, request: LlmRequest
     ) -> LlmRequest:
         kwargs = {"agent": agent, "turn": turn, "step": step, "request": request}
         return cast(
@@ -298,14 +295,12 @@ class Hooks:
             await self.runtime.middleware("dsh_llm_stream", "request", request, terminal),
         )
 
-    def agent_stream_chunk(
-        self, agent: LoopAgent, turn: int, step: int, chunk: StreamChunk
-    ) -> None:
+    def agent_stream_chunk(self, agent: Agent, turn: int, step: int, chunk: StreamChunk) -> None:
         kwargs = {"agent": agent, "turn": turn, "step": step, "chunk": chunk}
         self.runtime.notify_sync("dsh_agent_stream_chunk", kwargs)
 
     async def agent_request_error(
-        self, agent: LoopAgent, turn: int, step: int, failure: LlmFailure, attempt: int
+        self, agent: Agent, turn: int, step: int, failure: LlmFailure, attempt: int
     ) -> Retry | None:
         kwargs = {
             "agent": agent,
@@ -317,7 +312,7 @@ class Hooks:
         return cast("Retry | None", await self.runtime.first("dsh_agent_request_error", kwargs))
 
     async def agent_step_result(
-        self, agent: LoopAgent, turn: int, step: int, message: Message
+        self, agent: Agent, turn: int, step: int, message: Message
     ) -> Message:
         kwargs = {"agent": agent, "turn": turn, "step": step, "message": message}
         return cast(
@@ -333,7 +328,7 @@ class Hooks:
         )
 
     async def agent_turn_continuation(
-        self, agent: LoopAgent, turn: int, decision: Continuation
+        self, agent: Agent, turn: int, decision: Continuation
     ) -> Continuation:
         kwargs = {"agent": agent, "turn": turn, "decision": decision}
         return cast(

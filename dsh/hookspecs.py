@@ -29,19 +29,16 @@ from typing import TYPE_CHECKING, Any
 from dsh.markers import Stop, spec
 
 if TYPE_CHECKING:
-    from dsh.agent import Continuation, Retry
-    from dsh.assembly import PromptAssembly
+    from dsh.agent import Agent, AgentStatus, Continuation, Retry
     from dsh.chunks import LlmFailure, StreamChunk
     from dsh.content import Message
     from dsh.events import SessionEvent, TurnEndReason
     from dsh.harness import Harness
     from dsh.inbox import InboxMessage
-    from dsh.loop import LoopAgent
+    from dsh.prompt import PromptAssembly
     from dsh.request import LlmRequest
     from dsh.session import Session, SessionSummary
     from dsh.tools import ToolExecution, ToolOutcome
-
-    AgentStatus = str
 
 # ---------------------------------------------------------------------------------------------
 # Contributions: called once while the harness starts, in this order.
@@ -113,47 +110,47 @@ def dsh_harness_stop(harness: Harness) -> None:
 
 
 @spec("notify")
-def dsh_agent_created(agent: LoopAgent) -> None:
+def dsh_agent_created(agent: Agent) -> None:
     """An agent was created and registered; its loop is about to start."""
 
 
 @spec("notify")
-def dsh_agent_disposed(agent: LoopAgent) -> None:
+def dsh_agent_disposed(agent: Agent) -> None:
     """An agent was disposed; its loop has ended."""
 
 
 @spec("notify")
-def dsh_agent_status(agent: LoopAgent, status: AgentStatus) -> None:
+def dsh_agent_status(agent: Agent, status: AgentStatus) -> None:
     """The agent's status changed to ``idle``, ``running`` or ``disposed``."""
 
 
 @spec("notify")
-def dsh_agent_queued(agent: LoopAgent, message: InboxMessage, steering: bool) -> None:
+def dsh_agent_queued(agent: Agent, message: InboxMessage, steering: bool) -> None:
     """A message was queued for the agent (``steering``: delivered between steps)."""
 
 
 @spec("notify")
-def dsh_agent_turn_start(agent: LoopAgent, turn: int) -> None:
+def dsh_agent_turn_start(agent: Agent, turn: int) -> None:
     """A turn started (its ``user/message`` and ``turn/start`` events are logged)."""
 
 
 @spec("notify")
-def dsh_agent_turn_end(agent: LoopAgent, turn: int, reason: TurnEndReason) -> None:
+def dsh_agent_turn_end(agent: Agent, turn: int, reason: TurnEndReason) -> None:
     """A turn ended with ``reason`` (its ``turn/end`` event is logged, not yet flushed)."""
 
 
 @spec("notify")
-def dsh_agent_step_start(agent: LoopAgent, turn: int, step: int) -> None:
+def dsh_agent_step_start(agent: Agent, turn: int, step: int) -> None:
     """A step started: the system prompt is about to be assembled and the model called."""
 
 
 @spec("notify")
-def dsh_agent_step_end(agent: LoopAgent, turn: int, step: int) -> None:
+def dsh_agent_step_end(agent: Agent, turn: int, step: int) -> None:
     """A step ended: the model answered and every tool call has its result."""
 
 
 @spec("notify")
-def dsh_agent_error(agent: LoopAgent, turn: int, step: int, error: BaseException) -> None:
+def dsh_agent_error(agent: Agent, turn: int, step: int, error: BaseException) -> None:
     """A step or turn failed with ``error`` (an ``error`` event is logged)."""
 
 
@@ -169,7 +166,7 @@ def dsh_system_prompt_assemble(assembly: PromptAssembly) -> PromptAssembly | Sto
 
 @spec("waterfall")
 def dsh_agent_request(
-    agent: LoopAgent, turn: int, step: int, request: LlmRequest
+    agent: Agent, turn: int, step: int, request: LlmRequest
 ) -> LlmRequest | Stop[Any] | None:
     """Rewrite the ``LlmRequest`` about to be streamed: compaction, model switching, tool
     filtering. Anything added to what the model sees must also be logged in the session."""
@@ -188,21 +185,22 @@ def dsh_llm_stream(
 
 
 @spec("notify-sync")
-def dsh_agent_stream_chunk(agent: LoopAgent, turn: int, step: int, chunk: StreamChunk) -> None:
+def dsh_agent_stream_chunk(agent: Agent, turn: int, step: int, chunk: StreamChunk) -> None:
     """Each chunk as it streams, after it is logged as ``assistant/chunk``: the UI feed."""
 
 
 @spec("first")
 def dsh_agent_request_error(
-    agent: LoopAgent, turn: int, step: int, failure: LlmFailure, attempt: int
+    agent: Agent, turn: int, step: int, failure: LlmFailure, attempt: int
 ) -> Retry | None:
     """A model call failed (raised, or finished ``error``/``aborted``). Return ``Retry(delay_s)``
-    to run the step's request again; ``None`` lets the step fail. ``attempt`` counts from 1."""
+    to run the step's request again; ``None`` lets the step fail. ``attempt`` counts from 1.
+    The loop logs the retry as an ``llm/retry`` event (unless ``Retry(record=False)``)."""
 
 
 @spec("waterfall")
 def dsh_agent_step_result(
-    agent: LoopAgent, turn: int, step: int, message: Message
+    agent: Agent, turn: int, step: int, message: Message
 ) -> Message | Stop[Any] | None:
     """Rewrite the assembled assistant message before it is logged and its tools dispatched."""
 
@@ -218,7 +216,7 @@ def dsh_tools_execute(
 
 @spec("waterfall")
 def dsh_agent_turn_continuation(
-    agent: LoopAgent, turn: int, decision: Continuation
+    agent: Agent, turn: int, decision: Continuation
 ) -> Continuation | Stop[Any] | None:
     """Decide whether the turn runs another step. The default proceeds when the step had tool
     calls or steering was delivered. Budget guards force-stop; goal loops force-continue."""

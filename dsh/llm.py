@@ -27,7 +27,8 @@ class ModelInfo:
     ``context_window`` and ``max_output_tokens`` are token counts; ``image_input``: the model
     reads images; ``thinking_default``: whether it reasons when a request leaves ``thinking``
     unset; ``pricing``: what its tokens cost (the usage line and budgets use it when no price
-    is configured).
+    is configured); ``json_mode``: the model has a JSON output mode (typed results may use it,
+    see :mod:`dsh.output`).
     """
 
     context_window: int | None = None
@@ -35,6 +36,7 @@ class ModelInfo:
     image_input: bool | None = None
     thinking_default: bool | None = None
     pricing: Pricing | None = None
+    json_mode: bool | None = None
 
 
 @runtime_checkable

@@ -29,6 +29,9 @@ from dsh.markers import PROJECT
 __all__ = ["ENTRY_POINT_GROUP", "LoadFailure", "PluginInfo", "Plugins", "disabled_from_env"]
 
 ENTRY_POINT_GROUP = "dsh"
+#: The name prefix of the core's own hook implementations (not plugins: `names` leaves them out).
+CORE_PREFIX = "dsh:"
+
 log = structlog.get_logger("dsh.plugins")
 
 
@@ -173,7 +176,18 @@ class Plugins:
                 ) from exc
 
     def names(self) -> list[str]:
-        return [name for name, plugin in self.pm.list_name_plugin() if plugin is not None]
+        """The plugins' names; the core's own hook implementations (named ``dsh:...``, such
+        as typed results) are part of dsh, not plugins, and are not listed."""
+        return [
+            name
+            for name, plugin in self.pm.list_name_plugin()
+            if plugin is not None and not name.startswith(CORE_PREFIX)
+        ]
 
     def get(self, name: str) -> Any:
         return self.pm.get_plugin(name)
+
+    def implementers(self, hook: str) -> list[str]:
+        """The names of the plugins implementing ``hook``, in the order dsh calls them (the
+        core's own implementations included, as ``dsh:...``)."""
+        return [impl.plugin for impl in self.runtime.impls(hook)]

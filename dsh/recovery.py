@@ -5,26 +5,42 @@ its end, no ``turn/end``. :func:`closing_events` closes it: an error result for 
 without one — ``TOOL_OUTCOME_UNKNOWN`` if it was dispatched (it may or may not have had its
 effect), ``ABORTED_BEFORE_DISPATCH`` if it never started — then ``step/end`` and ``turn/end``
 with reason ``interrupted``. :func:`pending_messages`
-finds the messages that were queued but never started a turn.
+finds the messages that were queued but never started a turn. :func:`reopen` does what a resume
+needs of a stored session; the loop then starts an agent on it and re-queues the pending
+messages (``AgentLoop.resume``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.content import Text, ToolCall
+from dsh.errors import DshError
 from dsh.events import (
+    AssistantMessage,
+    QueuedMessage,
+    SeedEnd,
     SessionEvent,
-    StepBoundary,
+    SteeringMessage,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
     TurnInterrupted,
+    TurnStart,
+    UserMessage,
+    WithdrawnMessage,
 )
+from dsh.family import unfinished_children
 from dsh.inbox import InboxMessage
 from dsh.session import open_turn
 
-__all__ = ["closing_events", "pending_messages"]
+if TYPE_CHECKING:
+    from dsh.session import Session, SessionStore
+
+__all__ = ["closing_events", "pending_messages", "reopen"]
 
 NOT_STARTED = (Text("Error: the process stopped before this tool call started; it did not run."),)
 UNKNOWN = (
@@ -36,33 +52,35 @@ UNKNOWN = (
 
 
 def closing_events(events: Sequence[SessionEvent]) -> list[tuple[str, Any]]:
-    """The ``(type, data)`` pairs that close the turn left open at the end of ``events``."""
+    """The ``(type, data)`` pairs that close the turn left open at the end of ``events``, after
+    a ``subagent/end`` (``interrupted``) for each sub-agent that was still running."""
+    children = unfinished_children(events)
     turn = open_turn(events)
     if turn is None:
-        return []
-    start = max(e.seq for e in events if e.type == "turn/start")
+        return children
+    start = max(e.seq for e in events if isinstance(e.data, TurnStart))
     unanswered: dict[str, tuple[int, bool]] = {}  # call id -> (step, dispatched)
     step: int | None = None
     for event in events[start:]:
         data = event.data
-        if event.type == "assistant/message":
+        if isinstance(data, AssistantMessage):
             calls = (b.id for b in data.content if isinstance(b, ToolCall))
             unanswered.update((call_id, (data.step, False)) for call_id in calls)
-        elif event.type == "tool/call":
+        elif isinstance(data, ToolCallEvent):
             unanswered[data.call_id] = (data.step, True)
-        elif event.type == "tool/result":
+        elif isinstance(data, ToolResultEvent):
             unanswered.pop(data.call_id, None)
-        elif event.type == "step/start":
+        elif isinstance(data, StepStart):
             step = data.step
-        elif event.type == "step/end":
+        elif isinstance(data, StepEnd):
             step = None
-    closing: list[tuple[str, Any]] = [
-        ("tool/result", _unanswered(turn, call_step, call_id, dispatched))
+    closing: list[tuple[str, Any]] = children + [
+        (ToolResultEvent.type, _unanswered(turn, call_step, call_id, dispatched))
         for call_id, (call_step, dispatched) in unanswered.items()
     ]
     if step is not None:
-        closing.append(("step/end", StepBoundary(turn, step)))
-    closing.append(("turn/end", TurnEnd(turn, TurnInterrupted())))
+        closing.append((StepEnd.type, StepEnd(turn, step)))
+    closing.append((TurnEnd.type, TurnEnd(turn, TurnInterrupted())))
     return closing
 
 
@@ -78,11 +96,29 @@ def pending_messages(events: Sequence[SessionEvent]) -> list[InboxMessage]:
     consumed = {
         e.data.queued_seq
         for e in events
-        if e.type in ("user/message", "steering/message", "inbox/withdrawn")
+        if isinstance(e.data, UserMessage | SteeringMessage | WithdrawnMessage)
         and e.data.queued_seq is not None
     }
     return [
         InboxMessage(e.data.content, e.data.source, e.seq)
         for e in events
-        if e.type == "inbox/queued" and e.seq not in consumed
+        if isinstance(e.data, QueuedMessage) and e.seq not in consumed
     ]
+
+
+async def reopen(sessions: SessionStore, session_id: str) -> Session:
+    """A stored session made ready to continue: loaded, its writer lock taken (``SessionBusy``
+    if another process writes it, before anything is appended), the end of the stored log
+    marked (``session/end-seed``) and a turn a crash left open closed."""
+    events = await sessions.load(session_id)
+    if events is None:
+        raise DshError(
+            f"no stored session {session_id!r}: is a persistence plugin enabled "
+            "(dsh plugins), and is this the right data directory?"
+        )
+    session = sessions.create(session_id, events, persisted=len(events))
+    await sessions.claim(session)
+    session.append(SeedEnd(len(events)))
+    for _, data in closing_events(events):  # each data's class carries the type paired with it
+        session.append(data)
+    return session

@@ -9,10 +9,13 @@ from __future__ import annotations
 import builtins
 import itertools
 import os
+import re
+import secrets
 import socket
 import time
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 import structlog
 from attrs import frozen
@@ -28,15 +31,19 @@ from dsh.content import (
 )
 from dsh.errors import DshError
 from dsh.events import (
+    CORE_EVENT_TYPES,
     AssistantMessage,
-    CompactionPrune,
-    CompactionSummary,
     ContextMessage,
+    HistoryPrune,
+    HistorySummary,
     SessionEvent,
     SteeringMessage,
     ToolResultEvent,
+    TurnStart,
     UserMessage,
+    event_type_of,
 )
+from dsh.store import Batch, BufferedStore
 
 log = structlog.get_logger("dsh.session")
 
@@ -45,17 +52,36 @@ if TYPE_CHECKING:
     from dsh.hooks import Hooks
 
 __all__ = [
+    "Batch",
+    "BufferedStore",
     "Session",
     "SessionBusy",
     "SessionConflict",
     "SessionStore",
     "SessionSummary",
     "Writer",
+    "agent_id_of",
     "context_message",
     "failures",
+    "new_session_id",
     "source_label",
     "summary_message",
 ]
+
+
+_GENERATED = re.compile(r"-(\d{8}-\d{6}-[0-9a-f]{4}|session)$")
+
+
+def new_session_id(agent_id: str) -> str:
+    """A fresh session id for ``agent_id``: ``<agent_id>-<yyyymmdd-hhmmss>-<4 hex>`` (UTC)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{agent_id}-{stamp}-{secrets.token_hex(2)}"
+
+
+def agent_id_of(session_id: str) -> str:
+    """The agent id a :func:`new_session_id` (or a ``<agent>-session`` id) was made for, else
+    the session id itself."""
+    return _GENERATED.sub("", session_id)
 
 
 def source_label(source: MessageSource) -> str:
@@ -206,8 +232,10 @@ class Session:
         parent: str | None = None,
         persisted: int = 0,
         cwd: str | None = None,
+        types: Mapping[str, builtins.type[Any]] = CORE_EVENT_TYPES,
     ) -> None:
         self.id = session_id
+        self._types = types
         self.parent = parent
         self.created = time.time()
         self.cwd = cwd if cwd is not None else os.getcwd()
@@ -232,9 +260,35 @@ class Session:
     def __len__(self) -> int:
         return len(self._events)
 
-    def append(self, type: str, data: Any) -> SessionEvent:
-        """Append an event of ``type`` carrying ``data`` and tell the observers."""
-        event = SessionEvent(type, len(self._events), time.time(), data)
+    @property
+    def last_turn(self) -> int:
+        """The number of the last turn started in the log (turns count from 1; 0: none yet)."""
+        for event in reversed(self._events):
+            if isinstance(event.data, TurnStart):
+                return event.data.turn
+        return 0
+
+    @overload
+    def append(self, data: object, /) -> SessionEvent: ...
+    @overload
+    def append(self, type: str, data: object, /) -> SessionEvent: ...
+    def append(self, *args: Any) -> SessionEvent:
+        """Append an event carrying ``data`` and tell the observers. Its type is the tag of
+        ``data``'s class (:func:`~dsh.events.event_type_of`), so a value cannot be logged under
+        another type's name. ``append(type, data)``, the older form, still works for one
+        release."""
+        if len(args) == 2:
+            warnings.warn(
+                "Session.append(type, data) is deprecated: call append(data); the type comes "
+                "from the class of data (its 'type' class variable or its registration)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            name, data = args
+        else:
+            (data,) = args
+            name = event_type_of(data, self._types)
+        event = SessionEvent(name, len(self._events), time.time(), data)
         self._events.append(event)
         if self._hooks is not None:
             self._hooks.session_event(self, event)
@@ -254,10 +308,10 @@ class Session:
         derived = self._derived
         for event in itertools.islice(self._events, self._derived_upto, None):
             data = event.data
-            if isinstance(data, CompactionSummary):
+            if isinstance(data, HistorySummary):
                 kept = [(seq, m) for seq, m in derived if seq >= data.replaces_upto]
                 derived[:] = [(event.seq, summary_message(data.summary)), *kept]
-            elif isinstance(data, CompactionPrune):
+            elif isinstance(data, HistoryPrune):
                 notes = {e.call_id: e.note for e in data.elided}
                 derived[:] = [(seq, _elide(m, notes)) for seq, m in derived]
             else:
@@ -314,7 +368,14 @@ class SessionStore:
             )
         if session_id in self._sessions:
             raise DshError(f"session {session_id!r} already exists")
-        session = Session(session_id, seed, hooks=self._hooks, parent=parent, persisted=persisted)
+        session = Session(
+            session_id,
+            seed,
+            hooks=self._hooks,
+            parent=parent,
+            persisted=persisted,
+            types=self.codec.types,
+        )
         self._sessions[session_id] = session
         self._hooks.session_created(session)
         return session
@@ -335,6 +396,12 @@ class SessionStore:
     ) -> builtins.list[SessionSummary]:
         """Stored sessions, newest first (empty without a persistence plugin)."""
         return await self._hooks.session_list(query, limit) or []
+
+    @property
+    def persistent(self) -> bool:
+        """Whether a persistence plugin keeps sessions (one implements ``dsh_session_load``),
+        so that a session outlives this process and can be resumed."""
+        return bool(self._hooks.runtime.impls("dsh_session_load"))
 
     async def claim(self, session: Session) -> None:
         """Take the writer lock of ``session`` now, so that a session another process writes

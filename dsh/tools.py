@@ -27,8 +27,8 @@ from dsh.errors import DshError
 from dsh.request import ToolSchema
 
 if TYPE_CHECKING:
+    from dsh.agent import Agent
     from dsh.hooks import Hooks
-    from dsh.loop import LoopAgent
 
 __all__ = [
     "GUARDED_EFFECTS",
@@ -145,7 +145,7 @@ class ToolExecution:
     call_id: str
     name: str
     arguments: str
-    agent: LoopAgent | None = None
+    agent: Agent | None = None
 
     def parsed_arguments(self) -> Any:
         """The arguments as JSON values; an empty string means ``{}``. Raises ``ValueError``."""
@@ -461,8 +461,8 @@ def _no_policy_denial(tool: Tool, config: NoPolicyConfig) -> str:
 
 def _invalid_arguments(tool: Tool, args: Any) -> ToolOutcome | None:
     """An ``INVALID_ARGS`` outcome naming every field that breaks the tool's schema."""
-    # tooldef builds Tools, so it imports this module: import it here, not at the top.
-    from dsh.tooldef import validate
+    # toolschema resolves ToolExecution, so it imports this module: import it here, not at the top.
+    from dsh.toolschema import validate
 
     problems = validate(args, tool.schema.parameters)
     if not problems:

@@ -44,8 +44,11 @@ def test_config_dump_shows_effective_values(
     assert main(["config", "--dump"]) == 0
     dumped = json.loads(capsys.readouterr().out)
     assert dumped["agent_loop"] == {
-        "agents": [{"id": "main", "model": "", "system_prompt": ""}],
+        "agents": [
+            {"id": "main", "model": "", "system_prompt": "", "tools": None, "output_type": None}
+        ],
         "max_parallel_tools": 8,
+        "max_depth": 3,
     }
     assert main(["config"]) == 0
     assert "agent_loop" in capsys.readouterr().out

@@ -174,7 +174,7 @@ def test_tools_lists_source_effect_and_permission(
 def test_tools_says_when_there_are_none(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "tools_fs,tools_shell")
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "tools_fs,tools_shell,subagents")
     assert main(["tools"]) == 0
     assert out(capsys) == ["no tools: no loaded plugin registers any (see 'dsh plugins')"]
 

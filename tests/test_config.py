@@ -268,3 +268,25 @@ def test_tables_of_named_values_check_each_value() -> None:
     config.register("s", Tables)
     config.load()
     assert config.section("s", Tables).limits == {"a": 1}
+
+
+async def test_the_config_knows_who_registered_each_section(tmp_path: Path) -> None:
+    from dsh_plugins.persistence_jsonl import JsonlStore
+
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
+        assert h.config.owner("agent_loop") == "dsh"
+        store = next(n for n in h.plugins.names() if isinstance(h.plugins.get(n), JsonlStore))
+        assert h.config.owner("persistence_jsonl") == store
+        with pytest.raises(ConfigError, match=r"'nope' is not registered \(known: agent_loop,"):
+            h.config.owner("nope")
+    with pytest.raises(ConfigError, match=r"'any' is not registered \(known: none\)"):
+        Config().owner("any")
+
+
+async def test_sessions_are_persistent_when_a_store_plugin_keeps_them(tmp_path: Path) -> None:
+    from dsh_plugins.persistence_jsonl import JsonlStore
+
+    async with Harness(load_entrypoints=False) as bare:
+        assert not bare.sessions.persistent
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as stored:
+        assert stored.sessions.persistent

@@ -21,7 +21,7 @@ import pytest
 
 from dsh.converter import EventCodec
 from dsh.events import SessionEvent, TurnInterrupted
-from dsh_plugins.mock_server import MockServer
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.persistence_jsonl import default_dir, file_name, read_session
 
 SESSION = "crash-session"

@@ -9,8 +9,12 @@ from dsh.content import Text, ToolCall
 from dsh.events import (
     AssistantChunk,
     AssistantMessage,
-    CompactionEnd,
+    ElidedResult,
     ErrorEvent,
+    HistoryPrune,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
     SessionEvent,
     StepBoundary,
     ToolCallEvent,
@@ -46,7 +50,17 @@ def test_messages_calls_errors_and_the_rest() -> None:
     assert said("tool/call", ToolCallEvent(1, 1, "c", "echo", "{}")) == "echo({})"
     assert said("error", ErrorEvent(1, 1, "down", "SERVER")) == "down [SERVER]"
     assert said("error", ErrorEvent(1, 1, "odd")) == "odd"
-    assert said("compaction/end", CompactionEnd(120)) == "tokens_after 120"
+    assert said("compaction/end", HistoryRewriteEnd(1200)) == "history now about 1,200 tokens"
+    failed = HistoryRewriteEnd(9, "summary failed: down")
+    assert said("compaction/end", failed) == "history now about 9 tokens; summary failed: down"
+    start = HistoryRewriteStart(2, "manual", 12345)
+    assert said("compaction/start", start) == "rewriting the history (manual): 12,345 tokens"
+    pruned = HistoryPrune((ElidedResult("c1", "gone"), ElidedResult("c2", "gone")))
+    assert said("compaction/prune", pruned) == "2 old tool result(s) now shown as a note"
+    summary = HistorySummary(40, "we  talked\nabout x", 900, 100)
+    assert said("compaction/summary", summary) == (
+        "summary of the history before seq 40: we talked about x"
+    )
     assert said("inbox/withdrawn", WithdrawnMessage(4)) == "queued_seq 4"
     chunk = AssistantChunk(1, 1, TextDelta(0, "x"))
     assert said("assistant/chunk", chunk) == "turn 1, step 1, chunk index 0, text x"

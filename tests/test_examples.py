@@ -18,3 +18,12 @@ def test_the_host_app_passes_its_tests() -> None:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/host_app"]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_research_team_passes_its_tests() -> None:
+    """Sub-agents and a typed result, through ``dsh.run`` (``examples/research_team``)."""
+    command = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/research_team"
+    ]  # fmt: skip
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -14,8 +14,8 @@ import pytest
 
 from dsh import keys
 from dsh.cli import main
+from dsh.testing.mockserver import MockServer
 from dsh.userconfig import UserConfigError, config_dir
-from dsh_plugins.mock_server import MockServer
 from dsh_plugins.terminal_ui import startup
 from tests.plugins.terminal_ui.test_startup import deepseek_harness
 

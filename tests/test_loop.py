@@ -442,6 +442,8 @@ async def test_in_band_error_with_retry() -> None:
             "turn/start",
             "step/start",
             "chunks",
+            "llm/retry",  # the policy decides, the loop records
+            "chunks",
             "assistant/message",
             "step/end",
             "turn/end",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from dsh import Harness, PluginLoadError
+from dsh import Harness, PluginLoadError, hookimpl
 from dsh.plugins import disabled_from_env
 from tests.helpers import foreign_plugins, hide_plugins, make_dist
 
@@ -88,7 +88,7 @@ class Host:
 
 HINT_PLUGIN = """
 from dsh import hookimpl, tool
-from dsh.assembly import PromptSection
+from dsh.prompt import PromptSection
 
 @tool
 def calculate(expression: str) -> str:
@@ -155,3 +155,23 @@ async def test_child_processes_inherit_the_hidden_plugins(
     out, _ = await child.communicate()
     names = out.decode().split()
     assert "tools_fs" in names and "fake_calculator" not in names and "permissions" not in names
+
+
+async def test_implementers_names_the_plugins_of_a_hook_in_call_order() -> None:
+    class First:
+        @hookimpl
+        def dsh_session_load(self, session_id: str) -> None:
+            return None
+
+    class Second:
+        @hookimpl(tryfirst=True)
+        def dsh_session_load(self, session_id: str) -> None:
+            return None
+
+    async with Harness(load_entrypoints=False, plugins=[First(), Second()]) as h:
+        names = {n: type(h.plugins.get(n)).__name__ for n in h.plugins.names()}
+        assert [names[n] for n in h.plugins.implementers("dsh_session_load")] == [
+            "Second",
+            "First",
+        ]
+        assert h.plugins.implementers("dsh_tools_approve") == []

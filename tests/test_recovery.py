@@ -26,10 +26,10 @@ from dsh.events import (
     TurnStart,
     UserMessage,
 )
-from dsh.loop import SESSION_NOT_SAVED, agent_id_of, new_session_id
+from dsh.failures import SESSION_NOT_SAVED
 from dsh.recovery import NOT_STARTED, UNKNOWN, closing_events, pending_messages
 from dsh.request import ToolSchema
-from dsh.session import Session, SessionBusy, Writer
+from dsh.session import Session, SessionBusy, Writer, agent_id_of, new_session_id
 from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
 from tests.helpers import kinds, of_type
 

@@ -21,8 +21,14 @@ from dsh.chunks import (
     TokenUsage,
 )
 from dsh.content import Reasoning, Text
-from dsh.events import AssistantChunk, AssistantMessage, SessionEvent, StepBoundary
-from dsh.replay import Mismatch, verify
+from dsh.events import (
+    RETRY_EVENT,
+    AssistantChunk,
+    AssistantMessage,
+    RetryEvent,
+    SessionEvent,
+    StepBoundary,
+)
 from dsh.request import ToolSchema
 from dsh.testing import (
     ScriptedAdapter,
@@ -34,6 +40,7 @@ from dsh.testing import (
     tool_call_response,
 )
 from dsh.testing.strategies import StreamCase, chunk_streams
+from dsh.verify import Mismatch, verify
 from dsh_plugins.retry import RetryPlugin
 
 
@@ -152,10 +159,11 @@ def test_attempts_split_at_failing_finishes_and_retry_events() -> None:
     assert verify(step(*failed, *ok, content=(Text("fine"),))).ok
     raised = step(TextDelta(0, "partial"), TextDelta(0, "fine"), content=(Text("fine"),))
     assert not verify(raised).ok  # a raise that no retry event marks cannot be told apart
-    retry: dict[str, Any] = {"turn": 1, "step": 1, "attempt": 1}  # llm/retry, plugin not loaded
-    marked = [*raised[:2], SessionEvent("llm/retry", 2, 0.0, retry), *raised[2:]]
+    retry = RetryEvent(1, 1, 1, "SERVER", "down", 0.0)
+    marked = [*raised[:2], SessionEvent(RETRY_EVENT, 2, 0.0, retry), *raised[2:]]
     assert verify(marked).ok
-    other = [*raised[:2], SessionEvent("llm/retry", 2, 0.0, {"turn": 9}), *raised[2:]]
+    elsewhere = evolve(retry, turn=9)
+    other = [*raised[:2], SessionEvent(RETRY_EVENT, 2, 0.0, elsewhere), *raised[2:]]
     assert not verify(other).ok
 
 
@@ -166,7 +174,7 @@ def test_any_stream_replays_to_its_message(case: StreamCase, failed: StreamCase)
     empty = all(isinstance(b, Text | Reasoning) and not b.text for b in expected.message.content)
     assume(not isinstance(expected.finish, FinishError | FinishAborted))
     assume(not (isinstance(expected.finish, FinishStop) and empty))
-    retry = SessionEvent("llm/retry", 0, 0.0, {"turn": 1, "step": 1})
+    retry = SessionEvent(RETRY_EVENT, 0, 0.0, RetryEvent(1, 1, 1, "SERVER", "down", 0.0))
     events = step(*case.chunks, content=expected.message.content, usage=expected.usage)
     events = [events[0], *step(*failed.chunks, content=())[1:-2], retry, *events[1:]]
     report = verify([evolve(e, seq=i) for i, e in enumerate(events)])

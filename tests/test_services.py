@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from dsh import DshError, Harness, LlmError, PromptSection, Stop, Tool, ToolOutcome, hookimpl
-from dsh.assembly import PromptAssembly, render
 from dsh.chunks import StreamChunk, TextDelta
 from dsh.content import AgentSource, Image, Message, PluginSource, Text, ToolResult, text_of
 from dsh.events import (
@@ -21,6 +20,7 @@ from dsh.events import (
     ToolResultEvent,
     UserMessage,
 )
+from dsh.prompt import PromptAssembly, render
 from dsh.request import LlmRequest, ToolSchema
 from dsh.session import Session, context_message
 from dsh.testing import ScriptedAdapter, text_response

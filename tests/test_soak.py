@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from dsh_plugins.mock_server import MockServer
+from dsh.testing.mockserver import MockServer
 
 SOAK = Path(__file__).parent.parent / "bench" / "soak.py"
 

@@ -1,4 +1,5 @@
-"""The session-store conformance kit, run on the in-memory reference store of dsh.testing."""
+"""The session-store conformance kit, run on the in-memory reference store of dsh.testing, and
+the base it and the built-in stores build on (:class:`dsh.store.BufferedStore`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,17 @@ from typing import Any
 import pytest
 from hypothesis import given
 
+import dsh.session
+from dsh import Harness
+from dsh.content import Text
 from dsh.converter import EventCodec, structure, unstructure
-from dsh.events import CORE_EVENT_TYPES
+from dsh.events import CORE_EVENT_TYPES, SessionEvent, TurnStart, UserMessage
+from dsh.session import SessionConflict
+from dsh.store import TITLE_CHARS, Batch, BufferedStore, Fsync, title_of
 from dsh.testing import MemoryStore
 from dsh.testing.stores import KitEvent, SessionStoreContract, event_data, event_logs
+from dsh_plugins.persistence_jsonl import JsonlStore
+from dsh_plugins.persistence_sqlite import SqliteStore
 
 
 class TestMemoryStore(SessionStoreContract):
@@ -50,3 +58,60 @@ def test_event_logs_hold_only_what_the_converter_round_trips(pairs: list[tuple[s
 @given(event_data(KitEvent))
 def test_event_data_builds_any_attrs_class(data: KitEvent) -> None:
     assert all(isinstance(tag, str) for tag in data.tags)
+
+
+# -- the base every store builds on ----------------------------------------------------------
+
+
+def test_the_three_stores_build_on_the_public_base() -> None:
+    assert dsh.session.BufferedStore is BufferedStore and dsh.session.Batch is Batch
+    for store in (MemoryStore(), JsonlStore(), SqliteStore()):
+        assert isinstance(store, BufferedStore)
+
+
+def test_a_store_must_implement_what_touches_its_medium() -> None:
+    with pytest.raises(TypeError) as missing:
+        BufferedStore()  # type: ignore[abstract]
+    for method in ("acquire", "replace", "append", "release", "load", "list_sessions"):
+        assert method in str(missing.value)
+
+
+@pytest.mark.parametrize(
+    ("fsync", "checkpoint", "flush"),
+    [("turn", False, True), ("checkpoint", True, True), ("never", False, False)],
+)
+def test_fsync_says_which_writes_are_durable(fsync: Fsync, checkpoint: bool, flush: bool) -> None:
+    store = MemoryStore()
+    store.fsync = fsync
+    assert (store.durable(flush=False), store.durable(flush=True)) == (checkpoint, flush)
+
+
+def test_a_title_is_the_first_line_of_the_first_user_message_shortened() -> None:
+    def event(seq: int, data: Any) -> SessionEvent:
+        return SessionEvent("user/message" if seq else "turn/start", seq, 0.0, data)
+
+    long = "x" * (TITLE_CHARS + 5)
+    assert title_of([event(0, TurnStart(1)), event(1, _user(f"  {long}\nmore"))]) == long[:-5]
+    assert title_of([event(0, TurnStart(1))]) == ""
+
+
+async def test_a_log_changed_behind_the_writer_lock_is_a_conflict() -> None:
+    store = MemoryStore()
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        session = h.sessions.create("s")
+        session.append("user/message", _user("a"))
+        await session.checkpoint()
+        store.stored["s"].append(store.stored["s"][0])  # written by something that holds no lock
+        session.append("user/message", _user("b"))
+        with pytest.raises(ExceptionGroup) as failed:
+            await session.checkpoint()
+        conflict = getattr(failed.value.exceptions[0], "error", None)
+        assert isinstance(conflict, SessionConflict)
+        assert (conflict.stored, conflict.expected) == (2, 1)
+        assert store.pending["s"] == [session.events[1]]  # kept for a later attempt
+        await h.sessions.close(session)
+    assert store.writers == {}
+
+
+def _user(text: str) -> UserMessage:
+    return UserMessage((Text(text),))

@@ -18,9 +18,11 @@ import pytest
 import dsh
 from dsh import AgentOptions, Harness, Tool, ToolExecution, ToolOutcome
 from dsh.content import Image, Text
+from dsh.docstrings import parse_docstring
 from dsh.request import ToolSchema
-from dsh.tooldef import parse_docstring, tool, validate
+from dsh.tooldef import tool
 from dsh.tools import ToolError, ToolsConfig, confine
+from dsh.toolschema import validate
 
 
 def props(t: Tool) -> dict[str, Any]:
@@ -730,3 +732,19 @@ async def test_bytes_are_utf8_text_or_an_error(harness: Harness) -> None:
     assert text(await run(harness, "give_text", {})) == "café"
     outcome = await run(harness, "give_binary", {})
     assert outcome.code == "TOOL_ERROR" and "4 bytes that are not UTF-8 text" in text(outcome)
+
+
+def test_the_schema_of_one_annotation_or_field_is_public() -> None:
+    from dsh.toolschema import field_shape, shape_of
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    shape = shape_of(tuple[int, Colour])
+    assert shape.schema["prefixItems"] == [{"type": "integer"}, {"enum": ["red"], "type": "string"}]
+    assert shape.convert([1, "red"]) == (1, Colour.RED)
+    assert shape_of(int | None, strict=True).schema == {
+        "anyOf": [{"type": "integer"}, {"type": "null"}]
+    }
+    with pytest.raises(TypeError, match="'when'"):
+        field_shape("when", complex)

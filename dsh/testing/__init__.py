@@ -6,7 +6,7 @@ Entries: ``text_response``, ``reasoning_response``, ``tool_call_response``,
 adapter raises), ``hang()`` (waits until cancelled), a list of chunks, or a callable taking the
 request and returning (or awaiting to) any of these. Hypothesis strategies live in
 :mod:`dsh.testing.strategies`, the pytest fixtures in :mod:`dsh.testing.pytest_plugin`
-(loaded automatically by pytest).
+(loaded automatically by pytest), the mock DeepSeek server in :mod:`dsh.testing.mockserver`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from attrs import frozen
@@ -35,12 +35,21 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Reasoning, Text, ToolCall, text_of
+from dsh.content import Reasoning, Text, ToolCall
 from dsh.errors import DshError, LlmError
-from dsh.events import SessionEvent, UserMessage
+from dsh.events import SessionEvent
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
-from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
+from dsh.session import (
+    Batch,
+    BufferedStore,
+    Session,
+    SessionBusy,
+    SessionConflict,
+    SessionSummary,
+    Writer,
+)
+from dsh.store import title_of
 
 __all__ = [
     "Hang",
@@ -187,98 +196,71 @@ class ScriptedAdapter:
         self.closed = True
 
 
-class MemoryStore:
-    """An in-memory session store plugin: what a persistence plugin does, minus the disk.
+class MemoryStore(BufferedStore):
+    """An in-memory session store plugin: what a persistence plugin does, minus the disk — the
+    smallest complete :class:`~dsh.session.BufferedStore`.
 
     Events count as stored once a checkpoint or flush ran (``pending`` holds the rest), so a
     test can "crash" a harness by dropping it and resume another from ``stored``. Stores that
     share ``stored``, ``parents`` and ``writers`` act as processes sharing a disk: one writer
     per session (``writers``: the store holding each session, taken at its first checkpoint or
-    flush, released when it is closed or the harness stops).
+    flush, released when it is closed or the harness stops). ``checkpoints`` and ``flushes``
+    count the hook calls.
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.stored: dict[str, list[SessionEvent]] = {}
-        self.pending: dict[str, list[SessionEvent]] = {}
         self.parents: dict[str, str | None] = {}
         self.writers: dict[str, tuple[MemoryStore, Writer]] = {}
         self.checkpoints = 0
         self.flushes = 0
-        self._fresh: set[str] = set()
-        self._expected: dict[str, int] = {}
 
     @hookimpl
-    def dsh_session_created(self, session: Session) -> None:
-        if session.persisted == 0:  # a new or forked session: its seed is not stored yet
-            self.pending[session.id] = [*session.events]
-            self._fresh.add(session.id)
-        self._expected[session.id] = session.persisted
+    def dsh_session_checkpoint(self, session: Session) -> Awaitable[None] | None:
+        self.checkpoints += 1
+        return super().dsh_session_checkpoint(session)
 
     @hookimpl
-    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
-        self.pending.setdefault(session.id, []).append(event)
+    def dsh_session_flush(self, session: Session) -> Awaitable[None] | None:
+        self.flushes += 1
+        return super().dsh_session_flush(session)
 
-    def _claim(self, session: Session) -> None:
+    def acquire(self, session: Session) -> int:
         holder = self.writers.get(session.id)
         if holder is not None and holder[0] is not self:
             raise SessionBusy(session.id, holder[1])
-        if session.id in self._fresh and self.pending.get(session.id):
-            # A new session replaces a stored one with its id, at its first write.
-            self.stored[session.id] = []
-            self.parents[session.id] = session.parent
-            self._fresh.discard(session.id)
-            self._expected[session.id] = 0
-        stored = len(self.stored.get(session.id, []))
-        expected = self._expected.get(session.id, stored)
-        if session.id not in self._fresh and session.id in self.stored and stored != expected:
-            raise SessionConflict(session.id, stored, expected)
-        if holder is None:
-            self.writers[session.id] = (self, Writer.this_process())
+        stored = self.stored.get(session.id)
+        if session.persisted and stored is not None and len(stored) != session.persisted:
+            raise SessionConflict(session.id, len(stored), session.persisted)
+        self.writers[session.id] = (self, Writer.this_process())
+        return session.persisted if stored is not None else 0
 
-    def _store(self, session: Session) -> None:
-        self._claim(session)
-        if session.id not in self._fresh:
-            events = self.pending.pop(session.id, [])
-            self.stored.setdefault(session.id, []).extend(events)
-            self._expected[session.id] = len(self.stored[session.id])
+    def replace(self, batch: Batch) -> None:
+        self.stored[batch.session.id] = list(batch.events)
+        self.parents[batch.session.id] = batch.session.parent
 
-    @hookimpl
-    def dsh_session_checkpoint(self, session: Session) -> None:
-        self.checkpoints += 1
-        self._store(session)
+    def append(self, batch: Batch) -> None:
+        stored = self.stored[batch.session.id]
+        if len(stored) != batch.stored:
+            raise SessionConflict(batch.session.id, len(stored), batch.stored)
+        stored.extend(batch.events)
 
-    @hookimpl
-    def dsh_session_flush(self, session: Session) -> None:
-        self.flushes += 1
-        self._store(session)
+    def release(self, session_id: str) -> None:
+        self.writers.pop(session_id, None)
 
-    @hookimpl
-    def dsh_session_closed(self, session: Session) -> None:
-        self.pending.pop(session.id, None)  # flushed, or refused: nothing more to write
-        self._fresh.discard(session.id)
-        self._expected.pop(session.id, None)
-        if self.writers.get(session.id, (None,))[0] is self:
-            del self.writers[session.id]
-
-    @hookimpl
-    def dsh_harness_stop(self) -> None:
-        for session_id in [k for k, (store, _) in self.writers.items() if store is self]:
-            del self.writers[session_id]
-
-    @hookimpl
-    def dsh_session_load(self, session_id: str) -> list[SessionEvent] | None:
+    def load(self, session_id: str) -> list[SessionEvent] | None:
         events = self.stored.get(session_id)
         return None if events is None else list(events)
 
-    @hookimpl
-    def dsh_session_list(self, query: str | None, limit: int) -> list[SessionSummary]:
+    def list_sessions(self, query: str | None, limit: int) -> list[SessionSummary]:
         found = [
             SessionSummary(
                 sid,
                 events[0].time,
                 events[-1].time,
                 len(events),
-                _title(events),
+                title_of(events),
                 self.parents.get(sid),
             )
             for sid, events in self.stored.items()
@@ -287,11 +269,3 @@ class MemoryStore:
         if query is not None:
             found = [s for s in found if query in s.id or query in s.title]
         return sorted(found, key=lambda s: s.updated, reverse=True)[:limit]
-
-
-def _title(events: Sequence[SessionEvent]) -> str:
-    """The first line of the first user message: what listings show of a session."""
-    for event in events:
-        if isinstance(event.data, UserMessage):
-            return text_of(event.data.content).strip().split("\n", 1)[0]
-    return ""

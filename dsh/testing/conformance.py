@@ -77,15 +77,15 @@ from dsh.events import (
 from dsh.harness import Harness
 from dsh.llm import LlmAdapter
 from dsh.markers import hookimpl
-from dsh.replay import verify
 from dsh.request import LlmRequest, ToolSchema
 from dsh.sse import parse_sse
+from dsh.testing.mockserver import MockServer, Scenario, completion_json, reply
+from dsh.testing.mockserver import anthropic as anthropic_wire
+from dsh.testing.mockserver.anthropic_checks import openai_body
+from dsh.testing.mockserver.catalogue import ScenarioSpec, resolve
+from dsh.testing.mockserver.wire import frame_bytes
 from dsh.tools import Tool, ToolExecution
-from dsh_plugins.mock_server import MockServer, Scenario, completion_json, reply
-from dsh_plugins.mock_server import anthropic as anthropic_wire
-from dsh_plugins.mock_server.anthropic_checks import openai_body
-from dsh_plugins.mock_server.catalogue import ScenarioSpec, resolve
-from dsh_plugins.mock_server.wire import frame_bytes
+from dsh.verify import verify
 
 __all__ = [
     "ANTHROPIC_PATH",

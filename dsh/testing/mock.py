@@ -1,6 +1,6 @@
 """The mock DeepSeek server in tests: the ``mock_server`` fixture and :func:`deepseek_config`.
 
-``mock_server`` is a started :class:`dsh_plugins.mock_server.MockServer` on a free loopback port,
+``mock_server`` is a started :class:`dsh.testing.mockserver.MockServer` on a free loopback port,
 closed after the test; queue scenarios on it (``mock_server.queue("rate-limit", "text")``) and
 inspect ``mock_server.requests``. The pytest plugin of ``dsh.testing`` exposes it, so tests of
 third-party plugins get it too. The server is imported when the fixture runs, so importing this
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from dsh_plugins.mock_server import MockServer
+    from dsh.testing.mockserver import MockServer
 
 __all__ = ["deepseek_config", "mock_server"]
 
@@ -23,7 +23,7 @@ __all__ = ["deepseek_config", "mock_server"]
 @pytest.fixture
 async def mock_server() -> AsyncIterator[MockServer]:
     """A started mock DeepSeek server, closed after the test."""
-    from dsh_plugins.mock_server import MockServer
+    from dsh.testing.mockserver import MockServer
 
     async with MockServer() as server:
         yield server

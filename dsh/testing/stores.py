@@ -46,11 +46,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
+from dsh.agent import Agent
 from dsh.chunks import FinishReason, LlmFailure, StreamChunk, TokenUsage
 from dsh.content import Block, MessageSource, Text
 from dsh.converter import EventCodec
 from dsh.events import SessionEvent, TurnInterrupted, UserMessage
-from dsh.loop import LoopAgent
 from dsh.request import ToolSchema
 from dsh.session import Session, SessionBusy, SessionConflict
 from dsh.testing import ScriptedAdapter, strategies, text_response, tool_call_response
@@ -544,7 +544,7 @@ def _user(text: str) -> UserMessage:
     return UserMessage((Text(text),))
 
 
-def _agent(harness: Harness, name: str, script: list[Any]) -> LoopAgent:
+def _agent(harness: Harness, name: str, script: list[Any]) -> Agent:
     model = f"kit-{name}"
     harness.llm.register_adapter([model], ScriptedAdapter(script))
     return harness.agent_loop.create(name, AgentOptions(model=model), session_id=f"{name}-session")

@@ -4,7 +4,8 @@ A ``dsh_agent_turn_continuation`` implementation with limits on steps per turn a
 cost per turn and per session. Prices are per model, per million tokens, with cache reads (and
 writes) priced separately: ``[budgets.prices.<model>]`` when configured, else the prices the
 model's adapter publishes (the DeepSeek adapter knows its models' peak and off-peak prices),
-each call priced at the hour it was logged. When a limit is reached the turn stops: a
+each call priced at the hour it was logged; a sub-agent's usage (its ``subagent/end``) counts in
+its parent's session. When a limit is reached the turn stops: a
 ``budget/exceeded`` event says which limit, and ``turn/end`` carries the reason.
 """
 
@@ -16,10 +17,11 @@ from typing import Any
 from attrs import define, field, frozen
 
 from dsh import Continuation, Stop, hookimpl
+from dsh.agent import Agent
 from dsh.chunks import TokenUsage
 from dsh.events import SessionEvent
+from dsh.family import END
 from dsh.harness import Harness
-from dsh.loop import LoopAgent
 from dsh.session import Session
 from dsh.tokens import Price, PriceBook
 
@@ -107,7 +109,8 @@ class BudgetsPlugin:
             spend.turn, spend.steps, spend.turn_tokens, spend.turn_cost = event.data.turn, 0, 0, 0.0
         elif kind == "step/start":
             spend.steps += 1
-        elif kind in ("assistant/message", "compaction/summary") and event.data.usage:
+        elif kind in ("assistant/message", "compaction/summary", END) and event.data.usage:
+            # A sub-agent's usage (``subagent/end``) counts in its parent's budgets.
             usage: TokenUsage = event.data.usage
             cost = self.prices.cost(event.data.model, usage, event.time) or 0.0
             spend.turn_tokens += _tokens(usage)
@@ -125,7 +128,7 @@ class BudgetsPlugin:
 
     @hookimpl(trylast=True)
     def dsh_agent_turn_continuation(
-        self, agent: LoopAgent, turn: int, decision: Continuation
+        self, agent: Agent, turn: int, decision: Continuation
     ) -> Stop[Continuation] | None:
         """Force-stop a turn that wants another step but has reached a limit."""
         spend = self._spend.get(agent.session.id)

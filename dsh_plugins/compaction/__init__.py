@@ -26,19 +26,19 @@ from typing import Any
 from attrs import evolve, field, frozen
 
 from dsh import Retry, hookimpl
+from dsh.agent import Agent
 from dsh.chunks import LlmFailure, TokenUsage
 from dsh.content import Message, Text, ToolResult, text_of
 from dsh.errors import ConfigError, DshError, LlmError
 from dsh.events import (
-    CompactionEnd,
-    CompactionPrune,
-    CompactionStart,
-    CompactionSummary,
     ElidedResult,
+    HistoryPrune,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
     SessionEvent,
 )
 from dsh.harness import Harness
-from dsh.loop import LoopAgent
 from dsh.request import LlmRequest
 from dsh.session import summary_message
 from dsh.tokens import TokenMeter, message_tokens
@@ -169,7 +169,7 @@ class CompactionPlugin:
     # -- hooks -----------------------------------------------------------------------------
     @hookimpl(trylast=True)
     async def dsh_agent_request(
-        self, agent: LoopAgent, turn: int, request: LlmRequest
+        self, agent: Agent, turn: int, request: LlmRequest
     ) -> LlmRequest | None:
         """Compact when the request would not fit (runs last: it sees the final request)."""
         if not self.config.enabled or request.purpose is not None:
@@ -195,7 +195,7 @@ class CompactionPlugin:
                 self.meter.calibrate(found[0], found[1], event.data.usage)
 
     @hookimpl
-    def dsh_agent_disposed(self, agent: LoopAgent) -> None:
+    def dsh_agent_disposed(self, agent: Agent) -> None:
         """Forget what was kept for the agent (a long-running host creates them without end)."""
         self._estimates.pop(agent.session.id, None)
         self._forced.discard(agent.id)
@@ -203,7 +203,7 @@ class CompactionPlugin:
 
     @hookimpl
     def dsh_agent_request_error(
-        self, agent: LoopAgent, turn: int, step: int, failure: LlmFailure
+        self, agent: Agent, turn: int, step: int, failure: LlmFailure
     ) -> Retry | None:
         """The context window overflowed: compact and retry the step, once."""
         key = (agent.id, turn, step)
@@ -211,17 +211,17 @@ class CompactionPlugin:
             return None
         self._overflowed.add(key)
         self._forced.add(agent.id)
-        return Retry(0.0)
+        return Retry(0.0, record=False)  # the compaction/start (overflow) that follows says it
 
     # -- compaction --------------------------------------------------------------------------
-    async def compact(self, agent: LoopAgent) -> bool:
+    async def compact(self, agent: Agent) -> bool:
         """Compact ``agent``'s history now, whatever its size. Returns whether anything was
         compacted. Call it while the agent is idle (or from a hook)."""
         if not agent.options.model:
             raise DshError(f"agent {agent.id!r} has no model to summarise with")
         request = LlmRequest(agent.options.model, agent.session.derive_messages())
         before = len(agent.session)
-        turn = max((e.data.turn for e in agent.session.events if e.type == "turn/start"), default=0)
+        turn = agent.session.last_turn
         await self._compact(agent, turn, request, "manual", 0)
         return any(
             e.type in ("compaction/prune", "compaction/summary")
@@ -229,11 +229,11 @@ class CompactionPlugin:
         )
 
     async def _compact(
-        self, agent: LoopAgent, turn: int, request: LlmRequest, reason: str, limit: int
+        self, agent: Agent, turn: int, request: LlmRequest, reason: str, limit: int
     ) -> None:
         session = agent.session
         before = self.meter.estimate(request)
-        session.append("compaction/start", CompactionStart(turn, reason, before))
+        session.append("compaction/start", HistoryRewriteStart(turn, reason, before))
         history = session.history()
         cut = choose_cut(history, self.config.keep_recent_tokens)
         self._prune(agent, history[:cut])
@@ -249,9 +249,9 @@ class CompactionPlugin:
                 )
             except (LlmError, DshError) as exc:
                 error = f"summary failed: {exc}"
-        session.append("compaction/end", CompactionEnd(after, error))
+        session.append("compaction/end", HistoryRewriteEnd(after, error))
 
-    def _prune(self, agent: LoopAgent, head: Sequence[tuple[int, Message]]) -> None:
+    def _prune(self, agent: Agent, head: Sequence[tuple[int, Message]]) -> None:
         elided = tuple(
             ElidedResult(block.tool_call_id, _elision_note(block))
             for _, message in head
@@ -261,14 +261,14 @@ class CompactionPlugin:
             > self.config.prune_min_chars
         )
         if elided:
-            agent.session.append("compaction/prune", CompactionPrune(elided))
+            agent.session.append("compaction/prune", HistoryPrune(elided))
 
     def _estimate(self, request: LlmRequest, messages: Sequence[Message]) -> int:
         return self.meter.estimate(evolve(request, messages=tuple(messages)))
 
     async def _summarise(
         self,
-        agent: LoopAgent,
+        agent: Agent,
         request: LlmRequest,
         head: Sequence[tuple[int, Message]],
         replaces_upto: int,
@@ -279,12 +279,12 @@ class CompactionPlugin:
         tail = [m for seq, m in session.history() if seq >= replaces_upto]
         before = self._estimate(request, session.derive_messages())
         after = self._estimate(request, [summary_message(summary), *tail])
-        data = CompactionSummary(replaces_upto, summary, before, after, usage, model)
+        data = HistorySummary(replaces_upto, summary, before, after, usage, model)
         session.append("compaction/summary", data)
         return after
 
     async def _summary_call(
-        self, agent: LoopAgent, model: str, head: list[Message]
+        self, agent: Agent, model: str, head: list[Message]
     ) -> tuple[str, TokenUsage | None]:
         assert self._harness is not None
         request = LlmRequest(

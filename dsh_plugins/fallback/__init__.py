@@ -28,7 +28,7 @@ from dsh.chunks import LlmFailure
 from dsh.content import Message, Reasoning
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
-from dsh_plugins.retry import RETRY_EVENT, RetryEvent, RetryPlugin
+from dsh_plugins.retry import RetryPlugin
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -177,11 +177,7 @@ class FallbackPlugin:
         if delay_s is not None:
             if offset == 0:
                 return None  # the retry plugin answers this attempt itself
-            retry = RetryEvent(
-                turn, step, attempt - offset, failure.code, failure.message, delay_s, failure.status
-            )
-            agent.session.append(RETRY_EVENT, retry)
-            return Retry(delay_s)
+            return Retry(delay_s, attempt - offset)  # counted from the switch
         following = self._next(primary, current)
         if following is None:
             return None
@@ -189,7 +185,7 @@ class FallbackPlugin:
         agent.session.append(FALLBACK_EVENT, data)
         self._switches[agent.id] = _Switch(primary, following, turn, step, attempt)
         self._switched.add(agent.id)
-        return Retry(0.0)
+        return Retry(0.0, record=False)  # the switch event says it
 
     def _retry_delay(self, failure: LlmFailure, attempt: int) -> float | None:
         """What the retry plugin (if loaded) waits before retrying ``attempt``, or ``None``

@@ -1,35 +1,29 @@
-"""``mock_server``: a DeepSeek-compatible, fault-injecting HTTP server on loopback.
+"""``mock_server``: the command-line front of the mock DeepSeek server.
 
-For tests (``dsh.testing.mock``), for host code (``async with MockServer() as server``) and from
-the command line (``dsh mock-server``). This plugin also contributes ``dsh demo``, which runs an
-agent against it. See ``docs/plugins/mock_server.md``.
+The server itself — scenarios, faults, transcripts, wire encoding, request checks — is the test
+kit's engine, :mod:`dsh.testing.mockserver`. This plugin contributes ``dsh mock-server``, which
+serves it on loopback, and ``dsh demo``, which runs an agent against it. See
+``docs/plugins/mock_server.md``. The names this package used to export still resolve (with a
+:class:`DeprecationWarning`) for one release.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from dsh.deprecation import moved
 from dsh.harness import Command
 from dsh.markers import hookimpl
 
-if TYPE_CHECKING:
-    from dsh_plugins.mock_server.catalogue import SCENARIOS, ScenarioSpec
-    from dsh_plugins.mock_server.conversation import sample_arguments, thinking_enabled
-    from dsh_plugins.mock_server.scenario import Scenario, error_reply, reply
-    from dsh_plugins.mock_server.server import (
-        MODELS,
-        MockServer,
-        RecordedRequest,
-        completion_json,
-    )
+__all__ = ["DEMO_HELP", "MOCK_SERVER_HELP", "MockServerPlugin"]
 
-__all__ = [
+# The names this package exported before the engine moved to dsh.testing.mockserver.
+_MOVED = (
     "MODELS",
     "SCENARIOS",
     "MockServer",
-    "MockServerPlugin",
     "RecordedRequest",
     "Scenario",
     "ScenarioSpec",
@@ -38,23 +32,7 @@ __all__ = [
     "reply",
     "sample_arguments",
     "thinking_enabled",
-]
-
-# The server (and aiohttp.web) load on first use: every dsh process loads this plugin for its
-# commands, and only a few run the server.
-_HOMES = {
-    "SCENARIOS": "catalogue",
-    "ScenarioSpec": "catalogue",
-    "sample_arguments": "conversation",
-    "thinking_enabled": "conversation",
-    "Scenario": "scenario",
-    "error_reply": "scenario",
-    "reply": "scenario",
-    "MODELS": "server",
-    "MockServer": "server",
-    "RecordedRequest": "server",
-    "completion_json": "server",
-}
+)
 MOCK_SERVER_HELP = (
     "run the DeepSeek-compatible mock server on 127.0.0.1 (for tests and offline work)"
 )
@@ -62,14 +40,12 @@ DEMO_HELP = "run an agent offline against the bundled DeepSeek-compatible mock s
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    return moved(__name__, name, dict.fromkeys(_MOVED, "dsh.testing.mockserver"))
 
 
 def _deferred(module: str, function: str) -> Callable[[Any], Any]:
-    """``module.function``, imported when first called."""
+    """``module.function``, imported when first called: every dsh process loads this plugin for
+    its commands, and only a few run the server (and load aiohttp.web)."""
 
     def call(args: Any) -> Any:
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)(args)

@@ -7,8 +7,8 @@ import json
 import sys
 from typing import TextIO
 
-from dsh_plugins.mock_server.catalogue import check_spec
-from dsh_plugins.mock_server.server import MockServer
+from dsh.testing.mockserver.catalogue import check_spec
+from dsh.testing.mockserver.server import MockServer
 
 __all__ = ["configure", "run", "setup_block"]
 

@@ -13,14 +13,14 @@ import sys
 from typing import Any, TextIO
 
 from dsh.agent import AgentOptions
-from dsh.chunks import BlockStart, Finish, ReasoningDelta, StreamChunk, TextDelta, TokenUsage
+from dsh.chunks import BlockStart, Finish, ReasoningDelta, StreamChunk, TextDelta
 from dsh.content import text_of
 from dsh.errors import DshError
-from dsh.events import AssistantMessage, SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd
+from dsh.events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd
 from dsh.harness import Harness
 from dsh.request import ToolSchema
+from dsh.testing.mockserver.server import MockServer
 from dsh.tools import Tool, ToolExecution
-from dsh_plugins.mock_server.server import MockServer
 from dsh_plugins.persistence_jsonl import JsonlStore, file_name
 from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
 
@@ -56,8 +56,6 @@ class DemoHost:
 
     def __init__(self, out: TextIO, color: bool) -> None:
         self.out = out
-        self.usage = TokenUsage()
-        self.model_calls = 0
         self.meter: UsageMeter | None = None
         self._dim, self._plain = ("\x1b[2m", "\x1b[0m") if color else ("", "")
         self._line_open = False
@@ -84,9 +82,6 @@ class DemoHost:
             self._write(f"→ {data.name}({data.arguments})\n")
         elif isinstance(data, ToolResultEvent):
             self._write(f"← {text_of(data.content)}\n")
-        elif isinstance(data, AssistantMessage) and data.usage is not None:
-            self.usage += data.usage
-            self.model_calls += 1
         if self.meter is not None:
             self.meter.observe(event)
 
@@ -144,7 +139,7 @@ def stored_hint(harness: Harness, session_id: str) -> str:
         for store in stores
         if isinstance(store, JsonlStore) and store.directory is not None
     ]
-    if not harness.plugins.runtime.impls("dsh_session_load"):
+    if not harness.sessions.persistent:
         return f"session {session_id} was not stored: no persistence plugin is enabled"
     where = f"stored in {files[0]}" if files else "stored (dsh sessions list)"
     return (

@@ -15,10 +15,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from attrs import frozen
+from attrs import evolve, frozen
 
 from dsh.errors import DshError
+from dsh.events import PERMISSION_MODE
 from dsh.markers import hookimpl
+from dsh.request import LlmRequest
 from dsh.tools import Effect, ToolExecution, ToolOutcome
 from dsh_plugins.permissions.policy import (
     Decision,
@@ -30,6 +32,7 @@ from dsh_plugins.permissions.policy import (
 )
 
 if TYPE_CHECKING:
+    from dsh.agent import Agent
     from dsh.harness import Harness
 
 __all__ = [
@@ -43,6 +46,12 @@ __all__ = [
 ]
 
 SECTION = "permissions"
+#: What the model is told in plan mode.
+PLAN_NOTE = (
+    "You are in plan mode: only read-only tools run. Investigate as much as you need, then "
+    "answer with a concrete, step-by-step plan. Change nothing yet: the user reviews the plan "
+    "and approves it before it is carried out."
+)
 ASKED = "approval/asked"
 DECIDED = "approval/decided"
 
@@ -101,7 +110,7 @@ class PermissionsPlugin:
         tool = harness.tools.get(execution.name)
         if tool is None:  # nothing would run: the registry answers UNKNOWN_TOOL
             return await call_next(execution)
-        config = harness.config.section(SECTION, PermissionsConfig)
+        config = mode_of(harness.config.section(SECTION, PermissionsConfig), execution.agent)
         decision = decide(
             config, tool.name, tool.effect, _arguments(execution), execution.workspace
         )
@@ -118,6 +127,17 @@ class PermissionsPlugin:
             return ToolOutcome.error("DENIED", denial(decision, tool.name))
         return await call_next(execution)
 
+    @hookimpl
+    def dsh_agent_request(
+        self, agent: Agent, turn: int, step: int, request: LlmRequest
+    ) -> LlmRequest | None:
+        """In plan mode the model is told that it plans, and how its plan is carried out."""
+        config = self._require_harness().config.section(SECTION, PermissionsConfig)
+        if mode_of(config, agent).mode != "plan":
+            return None
+        system = f"{request.system}\n\n{PLAN_NOTE}" if request.system else PLAN_NOTE
+        return evolve(request, system=system)
+
     async def _ask(self, harness: Harness, execution: ToolExecution, asking: Decision) -> Decision:
         data = ApprovalAsked(execution.call_id, execution.name, execution.arguments, asking.reason)
         _append(execution, ASKED, data)
@@ -133,6 +153,14 @@ class PermissionsPlugin:
         if self._harness is None:
             raise DshError("the permissions plugin is not registered with a harness")
         return self._harness
+
+
+def mode_of(config: PermissionsConfig, agent: Agent | None) -> PermissionsConfig:
+    """``config`` in the agent's current mode: the last ``permissions/mode`` of its session
+    (``agent.set_permission_mode``, ``/plan``, ``/approve``), else the configured one."""
+    events = () if agent is None else agent.session.events
+    change = next((e.data for e in reversed(events) if e.type == PERMISSION_MODE), None)
+    return config if change is None else evolve(config, mode=change.mode)
 
 
 def _arguments(execution: ToolExecution) -> Any:

@@ -6,10 +6,14 @@ rule, the mode decides by what the tool declares it does (its ``effect``):
 ================  ======  =========  =======  =====
 mode              read    write      execute  other
 ================  ======  =========  =======  =====
+plan              allow   deny       deny     deny
 read-only         allow   deny       deny     ask
 workspace-write   allow   allow (1)  ask      allow (2)
 full              allow   allow      allow    allow
 ================  ======  =========  =======  =====
+
+In ``plan`` mode no rule can let anything but a read run: the model is planning, and its plan
+is approved (``/approve``, or ``agent.set_permission_mode``) before anything changes.
 
 (1) a write whose ``path`` argument lies outside the workspace asks.
 (2) an undeclared tool was registered on purpose by the host or an installed plugin, and the
@@ -53,13 +57,14 @@ __all__ = [
     "summary",
 ]
 
-Mode = Literal["read-only", "workspace-write", "full"]
+Mode = Literal["plan", "read-only", "workspace-write", "full"]
 Action = Literal["allow", "deny", "ask"]
 
 #: The arguments that name what a call acts on, in the order they are looked for.
 SUBJECT_ARGUMENTS = ("command", "path", "pattern", "url")
 
 _MODES: dict[str, dict[str, Action]] = {
+    "plan": {"read": "allow", "write": "deny", "execute": "deny", "other": "deny"},
     "read-only": {"read": "allow", "write": "deny", "execute": "deny", "other": "ask"},
     "workspace-write": {"read": "allow", "write": "allow", "execute": "ask", "other": "allow"},
     "full": {"read": "allow", "write": "allow", "execute": "allow", "other": "allow"},
@@ -93,7 +98,8 @@ class Rule:
 class PermissionsConfig:
     """Section ``permissions``. ``rules`` are checked in order and the first that matches a
     call decides; without one, ``mode`` decides by what the tool declares it does: in
-    ``read-only`` reads run, writes and commands are denied; in ``workspace-write`` reads and
+    ``plan`` and ``read-only`` reads run, writes and commands are denied (``plan`` denies
+    undeclared tools too, whatever the rules say); in ``workspace-write`` reads and
     writes inside the workspace run, commands ask; in ``full`` everything runs. Tools that
     declare no effect run, except in ``read-only``, where they ask. Without this plugin the core
     reads ``mode`` alone and denies writes and commands unless it is ``full``."""
@@ -124,6 +130,8 @@ def decide(
     config: PermissionsConfig, tool: str, effect: Effect, args: Any, workspace: Path
 ) -> Decision:
     """The decision for calling ``tool`` (which declares ``effect``) with ``args``."""
+    if config.mode == "plan" and effect != "read":
+        return Decision("deny", "plan", f"{tool} {_DOES[effect]} and the agent is planning")
     subject = subject_of(args)
     refusals: list[str] = []
     for number, rule in enumerate(config.rules, 1):
@@ -160,6 +168,12 @@ def denial(decision: Decision, tool: str) -> str:
             f"{tool} needs approval ({decision.reason}) and was not approved: the user declined, "
             "or nobody could be asked (a non-interactive run). Do not retry this call unless "
             "the user asks for it; the user can allow it with a [permissions] rule or mode."
+        )
+    if decision.by == "plan":
+        return (
+            f"not run: {decision.reason} (plan mode: only read-only tools run). Do not retry "
+            "it now: put this step in your plan, which the user approves before it is carried "
+            "out."
         )
     if decision.by == "rule":
         return (
@@ -209,6 +223,8 @@ def summary(config: PermissionsConfig, tool: str, effect: Effect) -> str:
     """What the policy does with calls of ``tool`` before seeing their arguments (for ``dsh
     tools``): the first rule for every call of it, else the mode; rules that look at the
     arguments are named, since they may decide some calls."""
+    if config.mode == "plan" and effect != "read":
+        return "deny (plan mode)"
     conditional: list[str] = []
     for number, rule in enumerate(config.rules, 1):
         if not fnmatchcase(tool, rule.tool):

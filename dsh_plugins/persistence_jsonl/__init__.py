@@ -16,7 +16,7 @@ import hashlib
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import structlog
@@ -27,6 +27,7 @@ from dsh.errors import DshError
 from dsh.events import SessionEvent
 from dsh.markers import hookimpl
 from dsh.session import Session, SessionSummary
+from dsh.store import Batch, BufferedStore, Fsync
 from dsh_plugins.persistence_jsonl.files import SessionFile
 from dsh_plugins.persistence_jsonl.format import decode_lines, parse_header
 
@@ -45,7 +46,6 @@ __all__ = [
 ]
 
 SECTION = "persistence_jsonl"
-Fsync = Literal["turn", "checkpoint", "never"]
 log = structlog.get_logger("dsh_plugins.persistence_jsonl")
 
 
@@ -133,18 +133,22 @@ def list_sessions(directory: Path, query: str | None, limit: int) -> list[Sessio
     return found
 
 
-class JsonlStore:
+class JsonlStore(BufferedStore):
     """The JSONL session store. ``directory`` and ``fsync``, when given, win over the config; a
     store given a ``directory`` is enabled whatever the config says (a host that places it
     wants it)."""
 
     def __init__(self, directory: str | Path | None = None, *, fsync: Fsync | None = None) -> None:
+        super().__init__()
         self._explicit_dir = None if directory is None else Path(directory)
         self._explicit_fsync = fsync
         self.directory: Path | None = None
-        self.fsync: Fsync = "turn"
         self._codec = EventCodec()
         self._files: dict[str, SessionFile] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.directory is not None
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -160,62 +164,35 @@ class JsonlStore:
         configured = Path(os.path.expandvars(config.dir)).expanduser() if config.dir else None
         self.directory = self._explicit_dir or configured or default_dir()
 
-    @hookimpl
-    def dsh_harness_stop(self) -> None:
-        for file in self._files.values():
-            file.close()
-        self._files.clear()
+    # -- the medium (see dsh.store.BufferedStore) ------------------------------------------
+    def _path(self, session_id: str) -> Path:
+        assert self.directory is not None, "only an enabled store reaches its files"
+        return self.directory / file_name(session_id)
 
-    @hookimpl
-    def dsh_session_created(self, session: Session) -> None:
-        if self.directory is not None:
-            path = self.directory / file_name(session.id)
-            self._files[session.id] = SessionFile(path, session, self._codec)
+    def acquire(self, session: Session) -> int:
+        file = SessionFile.claim(self._path(session.id), session, self._codec)
+        self._files[session.id] = file
+        return file.stored
 
-    @hookimpl
-    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
-        file = self._files.get(session.id)
-        if file is not None:
-            file.pending.append(event)
-        elif self.directory is not None:  # closed, and now used again: its file is rewritten
-            self.dsh_session_created(session)
+    def replace(self, batch: Batch) -> None:
+        self._files[batch.session.id].write(batch.events, whole=True)
 
-    @hookimpl
-    def dsh_session_closed(self, session: Session) -> None:
-        file = self._files.pop(session.id, None)
-        if file is not None:
-            file.close()
+    def append(self, batch: Batch) -> None:
+        self._files[batch.session.id].write(batch.events, whole=False)
 
-    @hookimpl
-    def dsh_session_checkpoint(self, session: Session) -> Awaitable[None] | None:
-        # A plain function: an ``async def`` would cost a task per call, twice per step.
-        file = self._files.get(session.id)
-        if file is None:
-            return None
-        file.write()
-        return asyncio.to_thread(file.fsync) if self.fsync == "checkpoint" else None
+    def sync(self, session_id: str, flush: bool) -> Awaitable[None] | None:
+        file = self._files[session_id]
+        if flush:
+            file.sync_count()
+        return asyncio.to_thread(file.fsync) if self.durable(flush) else None
 
-    @hookimpl
-    async def dsh_session_flush(self, session: Session) -> None:
-        file = self._files.get(session.id)
-        if file is None:
-            return
-        file.write()
-        file.sync_count()
-        if self.fsync != "never":
-            await asyncio.to_thread(file.fsync)
+    def release(self, session_id: str) -> None:
+        self._files.pop(session_id).close()
 
-    @hookimpl
-    def dsh_session_load(self, session_id: str) -> list[SessionEvent] | None:
-        if self.directory is None:
-            return None
-        path = self.directory / file_name(session_id)
-        if not path.is_file():
-            return None
-        return read_session(path, self._codec)
+    def load(self, session_id: str) -> list[SessionEvent] | None:
+        path = self._path(session_id)
+        return read_session(path, self._codec) if path.is_file() else None
 
-    @hookimpl
-    def dsh_session_list(self, query: str | None, limit: int) -> list[SessionSummary] | None:
-        if self.directory is None:
-            return None
+    def list_sessions(self, query: str | None, limit: int) -> list[SessionSummary]:
+        assert self.directory is not None, "only an enabled store lists sessions"
         return list_sessions(self.directory, query, limit)

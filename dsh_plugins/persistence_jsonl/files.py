@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from dsh.converter import EventCodec
 from dsh.errors import DshError
 from dsh.events import SessionEvent
 from dsh.session import Session, SessionConflict
+from dsh.store import title_of
 from dsh_plugins.persistence_jsonl.format import (
     COUNT_WIDTH,
     count_offset,
     encode_events,
     header_line,
     next_seq,
-    title_of,
 )
 from dsh_plugins.persistence_jsonl.lock import WriterLock, lock_path
 
@@ -68,23 +69,23 @@ def _stored_count(fd: int, header_end: int, size: int, path: Path) -> int:
 
 
 class SessionFile:
-    """The file of one live session.
+    """The file of one live session, open for writing.
 
-    :meth:`claim` takes the session's writer lock (at the first checkpoint or flush); a session
-    another process holds raises :class:`~dsh.session.SessionBusy`. Events wait in ``pending``
-    until :meth:`write` hands them to the operating system. A session that was loaded from this
-    file (``persisted > 0``) is appended to, after cutting a line torn by a crash — if the file
-    still holds exactly the events it was loaded with; if not, another writer changed it and
-    :class:`~dsh.session.SessionConflict` is raised, the file untouched. Any other session (new,
-    forked, or loaded from another store) writes a new file, seed events included. The header's
-    event count (that of the last flush) is rewritten in place by :meth:`sync_count`.
+    :meth:`claim` takes the session's writer lock (at the first checkpoint or flush) and opens
+    the file; a session another process holds raises :class:`~dsh.session.SessionBusy`. A
+    session that was loaded from this file (``persisted > 0``) is appended to, after cutting a
+    line torn by a crash — if the file still holds exactly the events it was loaded with; if
+    not, another writer changed it and :class:`~dsh.session.SessionConflict` is raised, the file
+    untouched. Any other session (new, forked, or loaded from another store) is written whole to
+    a new file, seed events included (:meth:`write` with ``whole``). The header's event count
+    (that of the last flush) is rewritten in place by :meth:`sync_count`.
     """
 
-    def __init__(self, path: Path, session: Session, codec: EventCodec) -> None:
+    def __init__(self, path: Path, session: Session, codec: EventCodec, lock: WriterLock) -> None:
         self.path = path
         self.session = session
         self.codec = codec
-        self.pending: list[SessionEvent] = list(session.events[session.persisted :])
+        self._lock = lock
         self._fd: int | None = None
         self._size = 0
         self._header = b""
@@ -93,33 +94,37 @@ class SessionFile:
         self._count_at: int | None = None
         self._created = False
         self._unsynced = False
-        self._lock: WriterLock | None = None
 
-    def claim(self) -> None:
-        """Take the writer lock (if not held yet) and open a resumed session's file, checking
-        that it holds what the session was loaded with."""
-        if self._lock is not None:
-            return
+    @classmethod
+    def claim(cls, path: Path, session: Session, codec: EventCodec) -> SessionFile:
+        """Take the writer lock of ``session`` and open its file if it was loaded from it,
+        checking that the file holds what the session was loaded with."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = WriterLock.acquire(lock_path(self.path), self.session.id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = WriterLock.acquire(lock_path(path), session.id)
         except OSError as exc:
-            raise DshError(f"cannot open session file {self.path} for writing: {exc}") from exc
+            raise DshError(f"cannot open session file {path} for writing: {exc}") from exc
+        file = cls(path, session, codec, lock)
         try:
-            if self.session.persisted:
-                self._fd = self._open_for_append()
+            if session.persisted:
+                file._fd = file._open_for_append()
         except BaseException:
             lock.release()
             raise
-        self._lock = lock
+        return file
 
-    def write(self) -> None:
-        """Hand the pending events to the operating system (no fsync)."""
-        self.claim()
-        if not self.pending:
-            return
-        fd = self._fd if self._fd is not None else self._create()
-        data = self._header + encode_events(self.pending, self.codec).encode()
+    @property
+    def stored(self) -> int:
+        """How many events the file holds that the session continues (0: it is written
+        whole, to a new file)."""
+        return self._count if self._fd is not None else 0
+
+    def write(self, events: Sequence[SessionEvent], whole: bool) -> None:
+        """Hand ``events`` to the operating system (no fsync): appended, or (``whole``) as the
+        first events of a new file that replaces any old one."""
+        fd = self._create(events) if whole else self._fd
+        assert fd is not None, "a session file is created before it is appended to"
+        data = self._header + encode_events(events, self.codec).encode()
         try:
             _write_all(fd, data, self._size)
         except OSError as exc:
@@ -130,9 +135,8 @@ class SessionFile:
             ) from exc
         self._size += len(data)
         self._unsynced = True
-        self._count += len(self.pending)
+        self._count += len(events)
         self._header = b""
-        self.pending.clear()
 
     def sync_count(self) -> None:
         """Rewrite the header's event count if it is behind (listings read it)."""
@@ -165,9 +169,7 @@ class SessionFile:
                 os.close(self._fd)
                 self._fd = None
         finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+            self._lock.release()
 
     # -- opening ---------------------------------------------------------------------------
     def _open_for_append(self) -> int | None:
@@ -199,17 +201,16 @@ class SessionFile:
         self._count_at = count_offset(header)
         return fd
 
-    def _create(self) -> int:
+    def _create(self, events: Sequence[SessionEvent]) -> int:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise DshError(f"cannot open session file {self.path}: {exc}") from exc
         self._fd = fd
-        self.pending = list(self.session.events)
         self._count = 0
         # The count says what a flush made sure of: 0 until the first one rewrites it.
         self._count_shown = 0
-        self._header = header_line(self.session, title_of(self.pending), self._count_shown)
+        self._header = header_line(self.session, title_of(events), self._count_shown)
         self._count_at = count_offset(self._header)
         self._size = 0
         self._created = True

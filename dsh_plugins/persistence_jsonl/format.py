@@ -13,16 +13,14 @@ the events that were packed.
 from __future__ import annotations
 
 import json
-import json.encoder
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from dsh.chunks import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
-from dsh.content import text_of
 from dsh.converter import EventCodec, dumps
 from dsh.errors import DshError
-from dsh.events import AssistantChunk, SessionEvent, UserMessage
+from dsh.events import AssistantChunk, SessionEvent
 from dsh.session import Session
 
 __all__ = [
@@ -35,7 +33,6 @@ __all__ = [
     "header_line",
     "next_seq",
     "parse_header",
-    "title_of",
 ]
 
 FORMAT = "dsh-session"
@@ -44,19 +41,9 @@ VERSION = 1
 #: rewritten in place (JSON allows the padding spaces).
 COUNT_WIDTH = 12
 _COUNT_KEY = b',"events":'
-_TITLE_CHARS = 120
 
 
 Header = dict[str, Any]
-
-
-def title_of(events: Sequence[SessionEvent]) -> str:
-    """The first line of the first user message's text (shortened), or ``""``."""
-    for event in events:
-        if isinstance(event.data, UserMessage):
-            line = text_of(event.data.content).strip().split("\n", 1)[0]
-            return line[:_TITLE_CHARS]
-    return ""
 
 
 def header_line(session: Session, title: str, count: int) -> bytes:

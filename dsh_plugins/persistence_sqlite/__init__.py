@@ -12,25 +12,24 @@ default: enable it with ``[persistence_sqlite] enabled = true`` (and usually
 from __future__ import annotations
 
 import json
-import json.encoder
 import os
 import secrets
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from attrs import frozen
 
-from dsh.content import text_of
 from dsh.converter import EventCodec, dumps
 from dsh.errors import DshError
-from dsh.events import SessionEvent, UserMessage
+from dsh.events import SessionEvent
 from dsh.markers import hookimpl
 from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
+from dsh.store import Batch, BufferedStore, Fsync, title_of
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -49,7 +48,7 @@ __all__ = [
 SECTION = "persistence_sqlite"
 #: 2 added table ``writers`` (the leases); a version-1 database is upgraded on open.
 SCHEMA_VERSION = 2
-Fsync = Literal["turn", "checkpoint", "never"]
+T = TypeVar("T")
 log = structlog.get_logger("dsh_plugins.persistence_sqlite")
 
 SCHEMA = """
@@ -95,7 +94,6 @@ SELECT id, created, updated, events, title, parent FROM sessions
 WHERE :query IS NULL OR instr(id, :query) > 0 OR instr(title, :query) > 0
 ORDER BY updated DESC LIMIT :limit
 """
-_TITLE_CHARS = 120
 _DAMAGED = "check it with PRAGMA integrity_check; restore it from a backup"
 
 
@@ -196,48 +194,28 @@ def _quick_check(db: sqlite3.Connection, path: Path) -> None:
         )
 
 
-def _title(events: Sequence[SessionEvent]) -> str:
-    for event in events:
-        if isinstance(event.data, UserMessage):
-            return text_of(event.data.content).strip().split("\n", 1)[0][:_TITLE_CHARS]
-    return ""
-
-
-class _Pending:
-    """The events of one live session not yet committed, and what the database holds of it."""
-
-    __slots__ = ("events", "fresh", "leased", "session", "stored")
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.events: list[SessionEvent] = list(session.events[session.persisted :])
-        self.stored = session.persisted
-        #: Nothing written yet: a new session replaces a stored one with its id at its first
-        #: write; a resumed one is checked to hold what it was loaded with at every write.
-        self.fresh = True
-        #: This store holds the session's lease.
-        self.leased = False
-
-
-class SqliteStore:
+class SqliteStore(BufferedStore):
     """The SQLite session store. ``path`` and ``fsync``, when given, win over the config; a
     store given a ``path`` is enabled whatever the config says (a host that places it wants
     it)."""
 
     def __init__(self, path: str | Path | None = None, *, fsync: Fsync | None = None) -> None:
+        super().__init__()
         self._explicit_path = None if path is None else Path(path)
         self._explicit_fsync = fsync
         self.path: Path | None = None
-        self.fsync: Fsync = "turn"
         self._db: sqlite3.Connection | None = None
         self._synchronous = ""
         self._codec = EventCodec()
-        self._pending: dict[str, _Pending] = {}
         self._quick_check = False
         self._lease_seconds = 3600.0
         #: Tells this store's leases from those of other stores, in this process or another.
         self._owner = secrets.token_hex(8)
         self._started = _started_self()
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
 
     # -- lifetime --------------------------------------------------------------------------
     @hookimpl
@@ -291,62 +269,45 @@ class SqliteStore:
             raise DshError(f"cannot open session database {path}: {exc}") from exc
         return db
 
-    @hookimpl
-    def dsh_harness_stop(self) -> None:
+    def close(self) -> None:
         if self._db is not None:
-            self._release(self._db, "owner = ?", (self._owner,))
             self._db.close()
             self._db = None
-        self._pending.clear()
 
-    def _release(self, db: sqlite3.Connection, where: str, args: tuple[str, ...]) -> None:
-        """Drop leases of this store (a failure is logged: a lease left behind is taken over
-        once this process has ended)."""
+    def release(self, session_id: str) -> None:
+        """Drop this store's lease on ``session_id`` (a failure is logged: a lease left behind
+        is taken over once this process has ended)."""
         try:
-            db.execute(f"DELETE FROM writers WHERE {where}", args)
+            self._connection().execute(
+                "DELETE FROM writers WHERE session_id = ? AND owner = ?", (session_id, self._owner)
+            )
         except sqlite3.Error as exc:
             log.warning("cannot release session leases", path=str(self.path), error=str(exc))
 
     # -- writing ---------------------------------------------------------------------------
-    @hookimpl
-    def dsh_session_created(self, session: Session) -> None:
-        if self.path is not None:
-            self._pending[session.id] = _Pending(session)
+    def acquire(self, session: Session) -> int:
+        """Take the lease in a transaction of its own that also reads what is stored (synced
+        as a checkpoint is: claims come with the first checkpoint)."""
+        stored = self._stored
+        return self._transaction(session, lambda db: stored(db, session), self.durable(False))
 
-    @hookimpl
-    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
-        pending = self._pending.get(session.id)
-        if pending is not None:
-            pending.events.append(event)
-        elif self.path is not None:  # closed, and now used again: it is rewritten whole
-            self.dsh_session_created(session)
+    def replace(self, batch: Batch) -> None:
+        self._transaction(batch.session, lambda db: self._write(db, batch), batch.durable)
 
-    @hookimpl
-    def dsh_session_closed(self, session: Session) -> None:
-        pending = self._pending.pop(session.id, None)
-        if pending is not None and pending.leased and self._db is not None:
-            self._release(self._db, "session_id = ? AND owner = ?", (session.id, self._owner))
+    def append(self, batch: Batch) -> None:
+        self._transaction(batch.session, lambda db: self._write(db, batch), batch.durable)
 
-    @hookimpl
-    def dsh_session_checkpoint(self, session: Session) -> None:
-        self._commit(session, sync=self.fsync == "checkpoint")
-
-    @hookimpl
-    def dsh_session_flush(self, session: Session) -> None:
-        self._commit(session, sync=self.fsync != "never")
-
-    def _commit(self, session: Session, sync: bool) -> None:
-        """Write the session's pending events in one transaction that also takes or renews its
-        lease (the first one claims the session even with nothing to write)."""
-        pending = self._pending.get(session.id)
-        if pending is None or (pending.leased and not pending.events):
-            return
+    def _transaction(
+        self, session: Session, work: Callable[[sqlite3.Connection], T], sync: bool
+    ) -> T:
+        """Run ``work`` in one transaction that first takes or renews this store's lease on
+        ``session``; a failure rolls it all back."""
         db = self._connection()
         self._set_synchronous(db, "FULL" if sync else "OFF" if self.fsync == "never" else "NORMAL")
         try:
             db.execute("BEGIN IMMEDIATE")
             self._lease(db, session.id)
-            self._write(db, pending)
+            result = work(db)
             db.execute("COMMIT")
         except (sqlite3.Error, DshError) as exc:
             if db.in_transaction:
@@ -354,11 +315,7 @@ class SqliteStore:
             if isinstance(exc, DshError):
                 raise
             raise DshError(f"cannot write session {session.id!r} to {self.path}: {exc}") from exc
-        pending.leased = True
-        if pending.events:
-            pending.stored += len(pending.events)
-            pending.events.clear()
-            pending.fresh = False
+        return result
 
     def _lease(self, db: sqlite3.Connection, session_id: str) -> None:
         """Take or renew this store's lease on ``session_id`` (inside the write transaction), or
@@ -379,27 +336,33 @@ class SqliteStore:
             (session_id, self._owner, os.getpid(), self._started, socket.gethostname(), now, now),
         )
 
-    def _write(self, db: sqlite3.Connection, pending: _Pending) -> None:
-        session = pending.session
-        row = db.execute("SELECT events FROM sessions WHERE id = ?", (session.id,)).fetchone()
-        if pending.fresh and (not session.persisted or row is None):
-            # A new session replaces a stored one with its id; a session loaded from another
-            # store is written whole. Not before it has events: an empty one replaces nothing.
-            if not session.events:
-                return
+    def _count(self, db: sqlite3.Connection, session_id: str) -> int | None:
+        row = db.execute("SELECT events FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _stored(self, db: sqlite3.Connection, session: Session) -> int:
+        """What a session continues: a new session, or one loaded from another store, is
+        written whole; a resumed one must find what it was loaded with."""
+        stored = self._count(db, session.id)
+        if not session.persisted or stored is None:
+            return 0
+        if stored != session.persisted:
+            raise SessionConflict(session.id, stored, session.persisted, f" (in {self.path})")
+        return stored
+
+    def _write(self, db: sqlite3.Connection, batch: Batch) -> None:
+        session = batch.session
+        if not batch.stored:  # written whole: a new session replaces a stored one with its id
             db.execute("DELETE FROM events WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
-            pending.events = list(session.events)
-            pending.stored = 0
-        elif (0 if row is None else row[0]) != pending.stored:
-            where = f" (in {self.path})"
-            raise SessionConflict(session.id, 0 if row is None else row[0], pending.stored, where)
-        if not pending.events:
-            return
+        else:
+            stored = self._count(db, session.id) or 0
+            if stored != batch.stored:
+                raise SessionConflict(session.id, stored, batch.stored, f" (in {self.path})")
         encode = self._codec.encode
         db.executemany(
             "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
-            [(session.id, e.seq, e.time, e.type, dumps(encode(e)["data"])) for e in pending.events],
+            [(session.id, e.seq, e.time, e.type, dumps(encode(e)["data"])) for e in batch.events],
         )
         row = (
             session.id,
@@ -407,8 +370,8 @@ class SqliteStore:
             time.time(),
             session.cwd,
             session.parent,
-            _title(pending.events),
-            pending.stored + len(pending.events),
+            title_of(batch.events),
+            batch.stored + len(batch.events),
         )
         db.execute(_UPSERT, row)
 
@@ -418,10 +381,7 @@ class SqliteStore:
             self._synchronous = level
 
     # -- reading ---------------------------------------------------------------------------
-    @hookimpl
-    def dsh_session_load(self, session_id: str) -> list[SessionEvent] | None:
-        if self.path is None:
-            return None
+    def load(self, session_id: str) -> list[SessionEvent] | None:
         db = self._connection()
         try:
             return self._load(db, session_id)
@@ -468,9 +428,6 @@ class SqliteStore:
             )
         return events
 
-    @hookimpl
-    def dsh_session_list(self, query: str | None, limit: int) -> list[SessionSummary] | None:
-        if self.path is None:
-            return None
+    def list_sessions(self, query: str | None, limit: int) -> list[SessionSummary]:
         rows = self._connection().execute(_LIST, {"query": query, "limit": limit})
         return [SessionSummary(*row) for row in rows]

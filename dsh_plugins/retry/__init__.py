@@ -4,8 +4,9 @@ Implements ``dsh_agent_request_error`` (call style ``first``) as ``trylast``, so
 policy is asked first. Retries the codes in ``retry_codes`` (by default ``RATE_LIMIT``,
 ``SERVER``, ``TIMEOUT``, ``TRANSPORT``, ``EMPTY_RESPONSE``; never ``AUTH``,
 ``INSUFFICIENT_BALANCE`` or ``INVALID_REQUEST``, which a retry cannot fix) until ``max_attempts``
-model calls were made, honouring the provider's ``Retry-After``. Every retry is logged as an
-``llm/retry`` session event. Configured by section ``retry``; see ``docs/plugins/retry.md``.
+model calls were made, honouring the provider's ``Retry-After``. The plugin decides, the loop
+records: every retry becomes an ``llm/retry`` session event (:class:`dsh.events.RetryEvent`).
+Configured by section ``retry``; see ``docs/plugins/retry.md``.
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from dsh.agent import Retry
+from dsh.agent import Agent, Retry
 from dsh.chunks import LlmFailure
+from dsh.deprecation import moved
 from dsh.markers import hookimpl
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
-    from dsh.loop import LoopAgent
 
-__all__ = ["RETRY_EVENT", "RetryConfig", "RetryEvent", "RetryPlugin", "backoff_s"]
+__all__ = ["RetryConfig", "RetryPlugin", "backoff_s"]
 
-RETRY_EVENT = "llm/retry"
+# The retry event is the loop's now: it logs one for every Retry, whoever decided it.
+_MOVED = {"RETRY_EVENT": "dsh.events", "RetryEvent": "dsh.events"}
 SECTION = "retry"
 
 
@@ -51,20 +53,8 @@ class RetryConfig:
     )
 
 
-@frozen
-class RetryEvent:
-    """Data of ``llm/retry``: attempt ``attempt`` (of at most ``max_attempts``) failed with
-    ``code`` (HTTP ``status``, when there was one); the next call starts after ``delay_s``.
-    The last two fields let a UI say ``↻ 429 rate limited — retrying in 3 s (2/5)``."""
-
-    turn: int
-    step: int
-    attempt: int
-    code: str
-    message: str
-    delay_s: float
-    status: int | None = None
-    max_attempts: int | None = None
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
 
 
 def backoff_s(config: RetryConfig, attempt: int, draw: float) -> float:
@@ -85,32 +75,17 @@ class RetryPlugin:
         register(SECTION, RetryConfig)
 
     @hookimpl
-    def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
-        register(RETRY_EVENT, RetryEvent)
-
-    @hookimpl
     def dsh_harness_start(self, harness: Harness) -> None:
         self._config = harness.config.section(SECTION, RetryConfig)
 
     @hookimpl(trylast=True)
     def dsh_agent_request_error(
-        self, agent: LoopAgent, turn: int, step: int, failure: LlmFailure, attempt: int
+        self, agent: Agent, turn: int, step: int, failure: LlmFailure, attempt: int
     ) -> Retry | None:
         delay_s = self.delay_for(failure, attempt)
         if delay_s is None:
             return None
-        event = RetryEvent(
-            turn,
-            step,
-            attempt,
-            failure.code,
-            failure.message,
-            delay_s,
-            failure.status,
-            self._config.max_attempts,
-        )
-        agent.session.append(RETRY_EVENT, event)
-        return Retry(delay_s)
+        return Retry(delay_s, max_attempts=self._config.max_attempts)
 
     def delay_for(self, failure: LlmFailure, attempt: int) -> float | None:
         """How long to wait before retrying, or ``None`` to let the step fail."""

@@ -14,12 +14,11 @@ from typing import Literal
 from attrs import evolve
 
 from dsh import aliases
-from dsh.agent import AgentOptions
+from dsh.agent import Agent, AgentOptions
 from dsh.content import text_of
 from dsh.errors import DshError
 from dsh.events import TurnAborted, TurnEndReason
 from dsh.harness import Harness
-from dsh.loop import LoopAgent
 from dsh.tools import ToolExecution
 from dsh_plugins.terminal_ui import startup
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
@@ -71,7 +70,7 @@ class ChatSession:
         meter = UsageMeter(price_book(harness))
         self.view = AgentView(self.renderer, meter, show_usage=True, after_turn=self._after_turn)
         self.approvals = ApprovalPolicy(self.approve)
-        self._agent: LoopAgent | None = None
+        self._agent: Agent | None = None
         self._watching: set[asyncio.Task[None]] = set()
         self.commands: dict[str, tuple[SlashCommand, str]] = {
             "/help": (self._help, "what you can type"),
@@ -80,11 +79,13 @@ class ChatSession:
             "/sessions": (self._sessions, "list stored sessions"),
             "/resume": (self._resume, "ID  switch to a stored session"),
             "/reasoning": (self._reasoning, "show or hide the model's reasoning"),
+            "/plan": (self._plan, "plan first: only read-only tools run until /approve"),
+            "/approve": (self._approve, "approve the plan: tools may write, the agent goes on"),
             "/quit": (self._quit, "leave (also /exit, Ctrl-D)"),
         }
 
     @property
-    def agent(self) -> LoopAgent:
+    def agent(self) -> Agent:
         assert self._agent is not None, "start() first"
         return self._agent
 
@@ -117,35 +118,34 @@ class ChatSession:
     def resume_hint(self) -> str | None:
         """How to come back to this conversation, once it has a turn and a store keeps it."""
         agent = self._agent
-        stored = self.harness.plugins.runtime.impls("dsh_session_load")
-        if agent is None or not stored:
+        if agent is None or not self.harness.sessions.persistent:
             return None
-        if not any(e.type == "turn/start" for e in agent.session.events):
+        if not agent.session.last_turn:
             return None
         return f"resume this chat: dsh chat --resume {agent.session.id}"
 
-    def _attach(self, agent: LoopAgent) -> None:
+    def _attach(self, agent: Agent) -> None:
         self._agent = agent
         self.view.watch(agent)
         self.approvals.watch(agent)
 
     def _follow_if_busy(self) -> Action:
         agent = self.agent
-        if agent.status != "running" and not agent.inbox.has_queued:
+        if agent.idle:
             return "idle"
         task = asyncio.ensure_future(self._post_when_idle(agent))
         self._watching.add(task)
         task.add_done_callback(self._watching.discard)
         return "busy"
 
-    async def _post_when_idle(self, agent: LoopAgent) -> None:
+    async def _post_when_idle(self, agent: Agent) -> None:
         await agent.wait_idle()
         self.post(Idle())
 
     def _recap(self) -> None:
         """Where a resumed conversation stands: its size and its last exchange."""
         session = self.agent.session
-        turns = sum(1 for e in session.events if e.type == "turn/start")
+        turns = session.last_turn
         self.note(self.style.dim(f"resumed {session.id} · {turns} turn{'s' if turns != 1 else ''}"))
         for message in session.derive_messages()[-2:]:
             text = text_of(message.content)
@@ -183,7 +183,7 @@ class ChatSession:
     async def abort(self) -> None:
         self.agent.abort(USER_ABORT)
 
-    def _after_turn(self, agent: LoopAgent, reason: TurnEndReason) -> None:
+    def _after_turn(self, agent: Agent, reason: TurnEndReason) -> None:
         """After the user's abort, steering that has not reached the model goes back to the
         user as a draft: it must not start a turn on its own."""
         if not (isinstance(reason, TurnAborted) and reason.reason == USER_ABORT):
@@ -254,6 +254,18 @@ class ChatSession:
         self.note(f"model: {model}")
         return "idle"
 
+    async def _plan(self, arg: str) -> Action:
+        self.agent.set_permission_mode("plan")
+        self.note("plan mode: only read-only tools run; /approve carries out the plan")
+        return "idle"
+
+    async def _approve(self, arg: str) -> Action:
+        """Plan mode ends (``workspace-write``), and the agent carries out its plan."""
+        self.agent.set_permission_mode("workspace-write")
+        self.note("plan approved: workspace-write mode")
+        self.agent.send("The plan is approved: carry it out.")
+        return self._follow_if_busy()
+
     async def _sessions(self, arg: str) -> Action:
         stored = await self.harness.sessions.stored(limit=20)
         if not stored:
@@ -279,7 +291,7 @@ class ChatSession:
         await self.agent.dispose()
         resume = self.harness.agent_loop.resume
         try:
-            agent = await resume(arg, options, AGENT_ID)
+            agent: Agent = await resume(arg, options, AGENT_ID)
         except DshError as exc:
             self.note(self.style.red(f"cannot resume {arg!r}: {exc}"))
             agent = await self._reopen(previous, options)
@@ -287,7 +299,7 @@ class ChatSession:
         self._recap()
         return self._follow_if_busy()
 
-    async def _reopen(self, session_id: str, options: AgentOptions) -> LoopAgent:
+    async def _reopen(self, session_id: str, options: AgentOptions) -> Agent:
         """Back to the session a failed ``/resume`` left: resumed when a store has it, else
         (no turn ran, so nothing was stored yet) started afresh under the same id."""
         if await self.harness.sessions.load(session_id) is None:

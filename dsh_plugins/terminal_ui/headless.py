@@ -2,12 +2,14 @@
 to stderr; ``--json`` streams the session events as JSON lines instead. The exit code says how
 the turn ended (:data:`EXIT_CODES`). When stdout is not a terminal, a step's text is written
 once its stream succeeded, so ``dsh run ... > answer.md`` holds the answer and nothing of an
-attempt that was retried."""
+attempt that was retried. ``--schema`` asks for a typed answer (:mod:`dsh.output`): stdout gets
+the validated JSON alone, like ``llm --schema``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 import threading
@@ -15,10 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from attrs import evolve
+
+from dsh.agent import Agent
 from dsh.errors import DshError
 from dsh.events import TurnEnd, TurnEndReason
 from dsh.harness import Harness
-from dsh.loop import LoopAgent
+from dsh.output import OutputError, load_schema
 from dsh.tools import ToolExecution
 from dsh_plugins.terminal_ui import startup
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
@@ -52,6 +57,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="stream the session events as JSON lines instead"
     )
     parser.add_argument("--usage", action="store_true", help="print token usage on stderr")
+    parser.add_argument(
+        "--schema",
+        metavar="SCHEMA",
+        help="a JSON Schema (inline or a file path) the answer must match; stdout gets the "
+        "validated JSON only (exit code 1 when the answer never matched)",
+    )
     startup.add_agent_options(parser)
 
 
@@ -82,14 +93,16 @@ async def run(
     if problem:
         print(f"dsh run: {problem}", file=err)
         return USAGE_ERROR
-    answer = Lines(out, Style(wants_color(out)))
+    # With --schema, stdout holds the validated JSON alone: the answer as text goes to stderr.
+    answer = Lines(err if args.schema else out, Style(wants_color(out)))
     notes = Lines(err, Style(wants_color(err)))
     watchers = _plugins(harness, args, answer, notes)
     async with harness:
         try:
-            agent = await startup.open_agent(
-                harness, "run", args, startup.agent_options(harness, args)
-            )
+            options = startup.agent_options(harness, args)
+            if args.schema:
+                options = evolve(options, output_type=load_schema(args.schema))
+            agent = await startup.open_agent(harness, "run", args, options)
         except DshError as exc:
             print(f"dsh run: {exc}", file=err)
             return USAGE_ERROR
@@ -100,7 +113,19 @@ async def run(
         with _interrupts_abort(agent):
             agent.send(prompt)
             await agent.wait_idle()
-    return outcome(agent, sent_at)
+    code = outcome(agent, sent_at)
+    return await _print_result(agent, out, err) if args.schema and code == 0 else code
+
+
+async def _print_result(agent: Agent, out: TextIO, err: TextIO) -> int:
+    """``dsh run --schema``: the validated answer as JSON on stdout, or why there is none."""
+    try:
+        value = await agent.result()
+    except OutputError as exc:
+        print(f"dsh run: {exc}", file=err)
+        return EXIT_CODES["error"]
+    print(json.dumps(value, ensure_ascii=False), file=out)
+    return 0
 
 
 def _plugins(
@@ -135,7 +160,7 @@ def _plugins(
     return plugins
 
 
-def outcome(agent: LoopAgent, since: int) -> int:
+def outcome(agent: Agent, since: int) -> int:
     """The exit code of the last turn that ran since event ``since`` (that of ``disposed``
     when none did: the agent was disposed first). An ``error`` logged after its end (the
     session could not be saved) makes a completed turn a failure."""
@@ -149,7 +174,7 @@ def outcome(agent: LoopAgent, since: int) -> int:
 
 
 @contextmanager
-def _interrupts_abort(agent: LoopAgent) -> Iterator[None]:
+def _interrupts_abort(agent: Agent) -> Iterator[None]:
     """Ctrl-C aborts the running step (the turn ends ``aborted``); a second one disposes the
     agent; a third is an ordinary ``KeyboardInterrupt``."""
     if threading.current_thread() is not threading.main_thread():

@@ -31,11 +31,11 @@ from dsh.chunks import (
 )
 from dsh.content import text_of
 from dsh.events import (
-    CompactionEnd,
-    CompactionPrune,
-    CompactionStart,
-    CompactionSummary,
     ErrorEvent,
+    HistoryPrune,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
     SessionEvent,
     SteeringMessage,
     ToolCallEvent,
@@ -299,7 +299,7 @@ class Renderer:
         self.note(self.notes.style.yellow(line))
         self.progress.start(f"retrying in {seconds(data.delay_s)} s")
 
-    def _compaction_start(self, data: CompactionStart) -> None:
+    def _compaction_start(self, data: HistoryRewriteStart) -> None:
         self._compaction = _Tally(before=data.tokens_before)
         tokens = f"{data.tokens_before:,} tokens"
         if data.reason == "overflow":
@@ -309,13 +309,13 @@ class Renderer:
         self.note(self.notes.style.dim(f"{what}…"))
         self.progress.start("compacting")
 
-    def _compaction_prune(self, data: CompactionPrune) -> None:
+    def _compaction_prune(self, data: HistoryPrune) -> None:
         self._compaction = evolve(self._compaction, elided=len(data.elided))
 
-    def _compaction_summary(self, data: CompactionSummary) -> None:
+    def _compaction_summary(self, data: HistorySummary) -> None:
         self._compaction = evolve(self._compaction, summarised=True)
 
-    def _compaction_end(self, data: CompactionEnd) -> None:
+    def _compaction_end(self, data: HistoryRewriteEnd) -> None:
         style = self.notes.style
         tally = self._compaction
         done = tally.done()

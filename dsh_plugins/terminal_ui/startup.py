@@ -10,12 +10,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from dsh import aliases, keys
-from dsh.agent import AgentOptions
+from dsh.agent import Agent, AgentOptions
 from dsh.config import AgentConfig, AgentLoopConfig
 from dsh.errors import DshError
 from dsh.harness import Harness
 from dsh.logs import configure_logging
-from dsh.loop import LoopAgent
+from dsh.output import import_type
+from dsh_plugins.otel.export import start_export
 from dsh_plugins.terminal_ui.config import SECTION, TerminalUiConfig
 
 __all__ = [
@@ -59,6 +60,11 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--hide-reasoning", action="store_true", help="do not show the model's reasoning"
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="send traces and metrics to the OTLP endpoint the OTEL_* variables name",
     )
     # ``--config`` is the global option of ``dsh``: read before the command is parsed wherever
     # it stands. Accepting it after the command too only spares users an argparse error.
@@ -114,7 +120,8 @@ def section(harness: Harness) -> TerminalUiConfig:
 
 def agent_options(harness: Harness, args: argparse.Namespace) -> AgentOptions:
     """The agent's options from the command line, falling back on the ``--agent``'s config,
-    then on ``[terminal_ui]``; a model alias (``dsh models alias set``) becomes its model."""
+    then on ``[terminal_ui]``; a model alias (``dsh models alias set``) becomes its model. The
+    ``--agent``'s tool allow-list and output type (by import path) apply as they are."""
     workspace = os.path.abspath(args.workspace) if args.workspace else None
     agent = configured_agent(harness, args.agent) or AgentConfig(id="")
     return AgentOptions(
@@ -125,6 +132,8 @@ def agent_options(harness: Harness, args: argparse.Namespace) -> AgentOptions:
         reasoning_effort=args.effort,
         thinking=args.thinking,
         workspace=workspace,
+        tools=agent.tools,
+        output_type=import_type(agent.output_type) if agent.output_type else None,
     )
 
 
@@ -180,7 +189,10 @@ def _served_by_deepseek(harness: Harness, configured: list[str], model: str) -> 
 
 
 def options_problem(harness: Harness, args: argparse.Namespace) -> str | None:
-    """Why the command cannot start with these options, else ``None``."""
+    """Why the command cannot start with these options, else ``None``. With ``--otel`` it
+    also starts the OpenTelemetry export (or says what to install)."""
+    if getattr(args, "otel", False) and (problem := start_export()):
+        return problem
     if args.workspace and not Path(args.workspace).is_dir():
         return f"workspace {args.workspace!r} is not a directory"
     if args.effort is not None and args.thinking is False:
@@ -194,7 +206,7 @@ def options_problem(harness: Harness, args: argparse.Namespace) -> str | None:
 
 async def open_agent(
     harness: Harness, agent_id: str, args: argparse.Namespace, options: AgentOptions
-) -> LoopAgent:
+) -> Agent:
     """A new agent on a fresh session, or one on the stored session ``--resume`` names (or the
     newest, for ``--continue``). Raises ``DshError`` with a message for the user."""
     session_id: str | None = args.resume

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
+from dsh.agent import Agent
 from dsh.chunks import StreamChunk
 from dsh.converter import EventCodec
-from dsh.events import SessionEvent, TurnEndReason
-from dsh.loop import LoopAgent
+from dsh.events import SessionEvent, SubagentParent, ToolCallEvent, TurnEndReason
 from dsh.markers import hookimpl
 from dsh.session import Session
 from dsh.tools import ToolExecution
-from dsh_plugins.terminal_ui.render import Lines, Renderer
+from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.usage import UsageMeter
 
 __all__ = ["AgentView", "ApprovalPolicy", "Decide", "JsonFeed"]
@@ -22,12 +22,12 @@ Decide = Callable[[ToolExecution, str], Awaitable[bool]]
 
 
 class _Watcher:
-    agent: LoopAgent | None = None
+    agent: Agent | None = None
 
-    def watch(self, agent: LoopAgent) -> None:
+    def watch(self, agent: Agent) -> None:
         self.agent = agent
 
-    def _mine(self, agent: LoopAgent | None) -> bool:
+    def _mine(self, agent: Agent | None) -> bool:
         return agent is not None and agent is self.agent
 
     def _my_session(self, session: Session) -> bool:
@@ -45,7 +45,7 @@ class AgentView(_Watcher):
         meter: UsageMeter,
         *,
         show_usage: bool,
-        after_turn: Callable[[LoopAgent, TurnEndReason], None] | None = None,
+        after_turn: Callable[[Agent, TurnEndReason], None] | None = None,
     ) -> None:
         self.renderer = renderer
         self.meter = meter
@@ -53,7 +53,7 @@ class AgentView(_Watcher):
         self.after_turn = after_turn
 
     @hookimpl
-    def dsh_agent_stream_chunk(self, agent: LoopAgent, chunk: StreamChunk) -> None:
+    def dsh_agent_stream_chunk(self, agent: Agent, chunk: StreamChunk) -> None:
         if self._mine(agent):
             self.renderer.chunk(chunk)
 
@@ -62,14 +62,26 @@ class AgentView(_Watcher):
         if self._my_session(session):
             self.renderer.event(event)
             self.meter.observe(event)
+        elif isinstance(event.data, ToolCallEvent) and self._my_child(session):
+            # A sub-agent's progress, nested under the task call that made it.
+            call = f"{event.data.name} {one_line(event.data.arguments, 60)}"
+            self.renderer.note(self.renderer.notes.style.dim(f"  ↳ {call}"))
+
+    def _my_child(self, session: Session) -> bool:
+        link = session.events[0].data  # the event just appended, at least
+        return (
+            isinstance(link, SubagentParent)
+            and self.agent is not None
+            and link.session_id == self.agent.session.id
+        )
 
     @hookimpl
-    def dsh_agent_turn_start(self, agent: LoopAgent) -> None:
+    def dsh_agent_turn_start(self, agent: Agent) -> None:
         if self._mine(agent):
             self.meter.start()
 
     @hookimpl
-    def dsh_agent_turn_end(self, agent: LoopAgent, reason: TurnEndReason) -> None:
+    def dsh_agent_turn_end(self, agent: Agent, reason: TurnEndReason) -> None:
         if not self._mine(agent):
             return
         self.renderer.turn_end(reason)

@@ -28,11 +28,11 @@ from typing import Any
 from aiohttp import web
 from attrs import frozen
 
-from dsh import AgentOptions, Harness, hookimpl
+from dsh import Agent, AgentOptions, Harness, hookimpl
+from dsh.agent import AgentStatus
 from dsh.chunks import StreamChunk
 from dsh.converter import unstructure
 from dsh.events import SessionEvent, TurnEndReason
-from dsh.loop import LoopAgent
 from dsh.session import Session
 
 __all__ = [
@@ -141,24 +141,24 @@ class EventFeed:
         self._agent_of_session: dict[str, str] = {}
 
     @hookimpl
-    def dsh_agent_created(self, agent: LoopAgent) -> None:
+    def dsh_agent_created(self, agent: Agent) -> None:
         self._agent_of_session[agent.session.id] = agent.id
 
     @hookimpl
-    def dsh_agent_disposed(self, agent: LoopAgent) -> None:
+    def dsh_agent_disposed(self, agent: Agent) -> None:
         self._agent_of_session.pop(agent.session.id, None)
 
     @hookimpl
-    def dsh_agent_status(self, agent: LoopAgent, status: str) -> None:
+    def dsh_agent_status(self, agent: Agent, status: AgentStatus) -> None:
         self.hub.publish(agent.id, "status", {"status": status})
 
     @hookimpl
-    def dsh_agent_turn_start(self, agent: LoopAgent, turn: int) -> None:
+    def dsh_agent_turn_start(self, agent: Agent, turn: int) -> None:
         self.hub.publish(agent.id, "turn-start", {"turn": turn})
 
     @hookimpl
     def dsh_agent_stream_chunk(
-        self, agent: LoopAgent, turn: int, step: int, chunk: StreamChunk
+        self, agent: Agent, turn: int, step: int, chunk: StreamChunk
     ) -> None:
         # Called for every token: publishing only copies a reference into each client's queue.
         self.hub.publish(
@@ -173,7 +173,7 @@ class EventFeed:
             self.hub.publish(agent_id, "tool-result", unstructure(event.data))
 
     @hookimpl
-    def dsh_agent_turn_end(self, agent: LoopAgent, turn: int, reason: TurnEndReason) -> None:
+    def dsh_agent_turn_end(self, agent: Agent, turn: int, reason: TurnEndReason) -> None:
         self.hub.publish(agent.id, "turn-end", {"turn": turn, "reason": unstructure(reason)})
 
 
@@ -250,7 +250,7 @@ async def _json_body(request: web.Request, required: bool) -> dict[str, Any]:
     return body
 
 
-async def _agent(app: web.Application, agent_id: str) -> tuple[LoopAgent, str]:
+async def _agent(app: web.Application, agent_id: str) -> tuple[Agent, str]:
     """The live agent ``agent_id`` and how it came to be: ``live`` (it was), ``resumed`` (from
     its stored session) or ``created``."""
     harness = app[HARNESS]

@@ -21,7 +21,7 @@ from dsh.sse import SseParser
 from dsh.testing import MemoryStore, ScriptedAdapter, ScriptEntry, hang, text_response
 from dsh.testing import tool_call_response as tool_call
 from dsh.testing.mock import deepseek_config
-from dsh_plugins.mock_server import MockServer, reply
+from dsh.testing.mockserver import MockServer, reply
 
 if TYPE_CHECKING:  # TestClient is generic from aiohttp 3.10 on
     from aiohttp.test_utils import TestClient

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dsh import AgentOptions, Harness
 from dsh.testing.mock import deepseek_config
-from dsh_plugins.mock_server import MockServer, reply
+from dsh.testing.mockserver import MockServer, reply
 
 import dsh_example
 

@@ -10,10 +10,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from dsh import AgentOptions, ConfigError, Harness, hookimpl
+from dsh import Agent, AgentOptions, ConfigError, Harness, hookimpl
 from dsh.content import text_of
 from dsh.events import ToolResultEvent
-from dsh.loop import LoopAgent
 from dsh.request import LlmRequest
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 
@@ -23,7 +22,7 @@ Factory = Callable[..., Awaitable[Harness]]
 HINT = CalculatorConfig().hint
 
 
-async def ask(harness: Harness, question: str, *script: Any) -> tuple[LoopAgent, ScriptedAdapter]:
+async def ask(harness: Harness, question: str, *script: Any) -> tuple[Agent, ScriptedAdapter]:
     """Run one turn of a new agent whose model plays ``script``."""
     adapter = ScriptedAdapter(list(script))
     harness.llm.register_adapter(["scripted"], adapter)
@@ -35,7 +34,7 @@ async def ask(harness: Harness, question: str, *script: Any) -> tuple[LoopAgent,
     return agent, adapter
 
 
-def results(agent: LoopAgent) -> list[ToolResultEvent]:
+def results(agent: Agent) -> list[ToolResultEvent]:
     return [e.data for e in agent.session.events if isinstance(e.data, ToolResultEvent)]
 
 

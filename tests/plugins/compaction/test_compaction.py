@@ -35,10 +35,10 @@ from dsh.testing import (
     tool_call_response,
 )
 from dsh.testing.mock import deepseek_config
+from dsh.testing.mockserver import MockServer
 from dsh.tokens import message_tokens
 from dsh_plugins.compaction import CompactionConfig, CompactionPlugin, choose_cut
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
-from dsh_plugins.mock_server import MockServer
 from tests.helpers import of_type
 
 SMALL = {"context_window": 600, "reserve_tokens": 100, "keep_recent_tokens": 120}

@@ -34,9 +34,9 @@ from dsh.testing.conformance import (
     expected_answer,
     headline,
 )
+from dsh.testing.mockserver import SCENARIOS, Scenario, reply
+from dsh.testing.mockserver.wire import DONE_FRAME, ChunkStyle, usage_json
 from dsh.testing.strategies import chunk_streams
-from dsh_plugins.mock_server import SCENARIOS, Scenario, reply
-from dsh_plugins.mock_server.wire import DONE_FRAME, ChunkStyle, usage_json
 
 STOP = Finish(FinishStop())
 FAILED = LlmFailure("down", "SERVER")

@@ -21,15 +21,15 @@ from dsh.chunks import (
     TextDelta,
 )
 from dsh.content import Reasoning, Text
-from dsh.events import AssistantMessage, TurnCompleted, TurnEnd, TurnError
+from dsh.events import RETRY_EVENT, AssistantMessage, TurnCompleted, TurnEnd, TurnError
 from dsh.request import LlmRequest
 from dsh.testing import ScriptedAdapter
 from dsh.testing.mock import deepseek_config
+from dsh.testing.mockserver import MockServer, reply
 from dsh_plugins.fallback import FALLBACK_EVENT, FallbackEvent, FallbackPlugin
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.llm_providers import LlmProvidersPlugin
-from dsh_plugins.mock_server import MockServer, reply
-from dsh_plugins.retry import RETRY_EVENT, RetryPlugin
+from dsh_plugins.retry import RetryPlugin
 from tests.plugins.llm_providers.support import Fail, ProfileServer, Reply, serve
 
 PRIMARY = "deepseek-flash"

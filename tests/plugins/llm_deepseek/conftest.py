@@ -8,8 +8,8 @@ import pytest
 from dsh import AgentOptions, Harness
 from dsh.loop import LoopAgent
 from dsh.testing.mock import deepseek_config
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig, DeepSeekPlugin
-from dsh_plugins.mock_server import MockServer
 
 MakeAgent = Callable[..., Awaitable[LoopAgent]]
 

@@ -12,9 +12,9 @@ from dsh.content import Message, Text
 from dsh.events import SessionEvent, TurnEnd, TurnEndReason
 from dsh.request import LlmRequest
 from dsh.sse import SseParser
+from dsh.testing.mockserver import MockServer, Scenario
+from dsh.testing.mockserver.wire import frame_bytes
 from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter, DeepSeekConfig
-from dsh_plugins.mock_server import MockServer, Scenario
-from dsh_plugins.mock_server.wire import frame_bytes
 
 HELLO = LlmRequest("deepseek-v4-flash", (Message("user", (Text("hi"),)),))
 

@@ -24,13 +24,13 @@ from dsh.chunks import (
     UsageChunk,
 )
 from dsh.content import Reasoning, Text, ToolCall
-from dsh.events import ErrorEvent, SessionEvent, TurnAborted, TurnCompleted, TurnError
+from dsh.events import ErrorEvent, RetryEvent, SessionEvent, TurnAborted, TurnCompleted, TurnError
 from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter
+from dsh.testing.mockserver import MockServer, reply
+from dsh.testing.mockserver.wire import usage_json
 from dsh.tools import Tool, ToolExecution
-from dsh_plugins.mock_server import MockServer, reply
-from dsh_plugins.mock_server.wire import usage_json
-from dsh_plugins.retry import RetryEvent, RetryPlugin
+from dsh_plugins.retry import RetryPlugin
 
 from .conftest import MakeAgent
 from .support import chunks_of_turn, turn_ends

@@ -29,10 +29,10 @@ from dsh.content import Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.errors import LlmError
 from dsh.events import TurnError, TurnMaxTokens
 from dsh.request import LlmRequest, ToolSchema
+from dsh.testing.mockserver import SCENARIOS, MockServer, reply
 from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter
 from dsh_plugins.llm_deepseek.serialize import request_body
 from dsh_plugins.llm_deepseek.translate import usage_from_wire
-from dsh_plugins.mock_server import SCENARIOS, MockServer, reply
 
 from .conftest import MakeAgent
 from .support import (

@@ -13,9 +13,9 @@ from multidict import CIMultiDict
 
 from dsh.chunks import BlockStart, StreamChunk, TextDelta
 from dsh.errors import LlmError
+from dsh.testing.mockserver import MockServer, Scenario, reply
 from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter, DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import body_message, http_failure, retry_after_s
-from dsh_plugins.mock_server import MockServer, Scenario, reply
 
 from .support import HELLO, choice, collect, collect_into, quick_adapter
 

@@ -21,6 +21,9 @@ from dsh.events import TurnCompleted, TurnError
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.testing.mock import deepseek_config
+from dsh.testing.mockserver import MockServer
+from dsh.testing.mockserver.scenario import reply
+from dsh.testing.mockserver.wire import usage_json
 from dsh.tokens import Price, PriceSchedule
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig, DeepSeekPlugin
@@ -34,9 +37,6 @@ from dsh_plugins.llm_deepseek.models import (
     wire_name,
 )
 from dsh_plugins.llm_deepseek.serialize import request_body
-from dsh_plugins.mock_server import MockServer
-from dsh_plugins.mock_server.scenario import reply
-from dsh_plugins.mock_server.wire import usage_json
 from tests.helpers import of_type
 
 MILLION = TokenUsage(1_000_000, 1_000_000, cache_read_tokens=1_000_000)

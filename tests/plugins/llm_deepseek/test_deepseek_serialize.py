@@ -6,9 +6,9 @@ from typing import Any
 
 from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_deepseek import DeepSeekAdapter
 from dsh_plugins.llm_deepseek.serialize import request_body
-from dsh_plugins.mock_server import MockServer
 
 from .support import collect
 

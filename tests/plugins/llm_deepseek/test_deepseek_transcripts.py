@@ -21,8 +21,8 @@ from dsh.chunks import (
 )
 from dsh.content import Reasoning, Text, ToolCall
 from dsh.errors import LlmError
+from dsh.testing.mockserver import SCENARIOS, MockServer
 from dsh_plugins.llm_deepseek import DeepSeekAdapter
-from dsh_plugins.mock_server import SCENARIOS, MockServer
 
 from .support import HELLO, collect, collect_into, translate
 

@@ -22,6 +22,11 @@ from dsh.errors import LlmError
 from dsh.events import TurnCompleted
 from dsh.request import LlmRequest, ToolSchema
 from dsh.testing.conformance import STRICT_TOOLS
+from dsh.testing.mockserver import SCENARIOS, MockServer, Scenario
+from dsh.testing.mockserver.faults import HTML_PAGE
+from dsh.testing.mockserver.transcripts import PLAIN_FORMS
+from dsh.testing.mockserver.validate import REASONING_NOT_PASSED_BACK, validate
+from dsh.testing.mockserver.wire import KEEP_ALIVE
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import (
     error_type_code,
@@ -31,11 +36,6 @@ from dsh_plugins.llm_deepseek.failures import (
 from dsh_plugins.llm_deepseek.serialize import request_body, wire_message
 from dsh_plugins.llm_deepseek.strict import close_schema
 from dsh_plugins.llm_deepseek.translate import finish_reason
-from dsh_plugins.mock_server import SCENARIOS, MockServer, Scenario
-from dsh_plugins.mock_server.faults import HTML_PAGE
-from dsh_plugins.mock_server.transcripts import PLAIN_FORMS
-from dsh_plugins.mock_server.validate import REASONING_NOT_PASSED_BACK, validate
-from dsh_plugins.mock_server.wire import KEEP_ALIVE
 
 from .conftest import MakeAgent
 from .support import HELLO, collect, translate, turn_ends

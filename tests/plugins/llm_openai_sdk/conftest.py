@@ -8,8 +8,8 @@ import pytest
 
 from dsh import AgentOptions, Harness
 from dsh.loop import LoopAgent
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig, OpenAISdkPlugin
-from dsh_plugins.mock_server import MockServer
 
 MakeAgent = Callable[..., Awaitable[LoopAgent]]
 RawHandler = Callable[[Any, Any], Awaitable[None]]

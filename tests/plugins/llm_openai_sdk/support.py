@@ -8,8 +8,8 @@ from dsh.chunks import Finish, FinishError, LlmFailure, StreamChunk
 from dsh.content import Message, Text
 from dsh.events import SessionEvent, TurnEnd, TurnEndReason
 from dsh.request import LlmRequest
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig
-from dsh_plugins.mock_server import MockServer
 
 MODEL = "deepseek-sdk/deepseek-v4-flash"
 HELLO = LlmRequest(MODEL, (Message("user", (Text("hi"),)),))

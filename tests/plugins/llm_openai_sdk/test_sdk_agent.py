@@ -13,13 +13,13 @@ import pytest
 from dsh import AgentOptions, Harness
 from dsh.chunks import StreamChunk
 from dsh.content import text_of
-from dsh.events import AssistantMessage, TurnAborted, TurnCompleted, TurnError
+from dsh.events import AssistantMessage, RetryEvent, TurnAborted, TurnCompleted, TurnError
 from dsh.request import ToolSchema
+from dsh.testing.mockserver import MockServer, reply
 from dsh.tools import Tool, ToolExecution
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.llm_openai_sdk import OpenAISdkPlugin
-from dsh_plugins.mock_server import MockServer, reply
-from dsh_plugins.retry import RetryEvent, RetryPlugin
+from dsh_plugins.retry import RetryPlugin
 
 from .conftest import MakeAgent, sdk_config
 from .support import turn_ends

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter
 from dsh_plugins.llm_openai_sdk.params import create_params
-from dsh_plugins.mock_server import MockServer
 
 from .support import MODEL, collect
 

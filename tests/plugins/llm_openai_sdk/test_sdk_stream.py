@@ -22,9 +22,9 @@ from dsh.chunks import (
     UsageChunk,
 )
 from dsh.content import Reasoning, Text, ToolCall
+from dsh.testing.mockserver import MockServer, Scenario
+from dsh.testing.mockserver.wire import DONE_FRAME, ChunkStyle, data_frame, usage_json
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter
-from dsh_plugins.mock_server import MockServer, Scenario
-from dsh_plugins.mock_server.wire import DONE_FRAME, ChunkStyle, data_frame, usage_json
 
 from .support import collect, failure_of
 

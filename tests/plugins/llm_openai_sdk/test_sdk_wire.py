@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from dsh.chunks import Finish, FinishError, StreamChunk
 from dsh.errors import LlmError
+from dsh.testing.mockserver.wire import DONE_FRAME, KEEP_ALIVE, ChunkStyle, usage_json
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
-from dsh_plugins.mock_server.wire import DONE_FRAME, KEEP_ALIVE, ChunkStyle, usage_json
 
 from .conftest import RawHandler
 from .support import HELLO, adapter_at, collect, failure_from, failure_of

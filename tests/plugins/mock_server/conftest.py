@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from attrs import frozen
 
-from dsh_plugins.mock_server import MockServer
+from dsh.testing.mockserver import MockServer
 
 
 @frozen

@@ -10,10 +10,10 @@ import aiohttp
 import pytest
 
 from dsh.sse import parse_sse
-from dsh_plugins.mock_server import MockServer, Scenario, error_reply, reply
-from dsh_plugins.mock_server.anthropic import encode, message_json, signature_of
-from dsh_plugins.mock_server.anthropic_checks import openai_body, served_model
-from dsh_plugins.mock_server.wire import KEEP_ALIVE
+from dsh.testing.mockserver import MockServer, Scenario, error_reply, reply
+from dsh.testing.mockserver.anthropic import encode, message_json, signature_of
+from dsh.testing.mockserver.anthropic_checks import openai_body, served_model
+from dsh.testing.mockserver.wire import KEEP_ALIVE
 
 from .conftest import Post
 

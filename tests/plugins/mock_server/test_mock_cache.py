@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh.sse import parse_sse
-from dsh_plugins.mock_server import MockServer, Scenario, reply
-from dsh_plugins.mock_server.cache import (
+from dsh.testing.mockserver import MockServer, Scenario, reply
+from dsh.testing.mockserver.cache import (
     CACHE_UNIT_TOKENS,
     PrefixCache,
     _common_prefix,

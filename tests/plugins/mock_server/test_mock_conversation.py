@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from dsh.sse import parse_sse
-from dsh_plugins.mock_server import SCENARIOS, Scenario, sample_arguments, thinking_enabled
-from dsh_plugins.mock_server.conversation import choose_tool
+from dsh.testing.mockserver import SCENARIOS, Scenario, sample_arguments, thinking_enabled
+from dsh.testing.mockserver.conversation import choose_tool
 
 
 def answer(**body: Any) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from dsh.sse import parse_sse
-from dsh_plugins.mock_server import MockServer
-from dsh_plugins.mock_server.server import MODELS
-from dsh_plugins.mock_server.validate import LEGACY_MODELS, RETIRED_MODELS, serving_model
+from dsh.testing.mockserver import MockServer
+from dsh.testing.mockserver.server import MODELS
+from dsh.testing.mockserver.validate import LEGACY_MODELS, RETIRED_MODELS, serving_model
 
 from .conftest import Post, chat
 

@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 
 from dsh.sse import parse_sse
-from dsh_plugins.mock_server import SCENARIOS, MockServer, Scenario, completion_json, reply
-from dsh_plugins.mock_server.catalogue import delta_text
+from dsh.testing.mockserver import SCENARIOS, MockServer, Scenario, completion_json, reply
+from dsh.testing.mockserver.catalogue import delta_text
 
 from .conftest import Post, chat
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dsh_plugins.mock_server import MockServer
+from dsh.testing.mockserver import MockServer
 
 from .conftest import Post, chat
 

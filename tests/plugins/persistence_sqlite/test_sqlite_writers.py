@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 from dsh import DshError, Harness, HookError
 from dsh.content import Text
 from dsh.events import SessionEvent, UserMessage
-from dsh.session import SessionBusy
+from dsh.session import SessionBusy, SessionConflict
 from dsh_plugins import persistence_sqlite
 from dsh_plugins.persistence_sqlite import SCHEMA_VERSION, Lease, SqliteStore, process_alive
 
@@ -169,6 +169,26 @@ async def test_a_holder_whose_lease_was_taken_over_cannot_write(tmp_path: Path) 
         await h.sessions.close(session)  # the flush fails too, and is logged
     assert await stored(path, "s") == events("a")
     assert leases(path) == [("s", 1, "elsewhere")]  # not ours to release
+
+
+async def test_rows_written_behind_the_lease_are_a_conflict_not_overwritten(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
+        session = h.sessions.create("s", events("a"))
+        await session.checkpoint()
+        outside = sqlite3.connect(path, isolation_level=None)  # a writer that ignores leases
+        outside.execute("UPDATE sessions SET events = 2 WHERE id = 's'")
+        session.append("user/message", user("b"))
+        with pytest.raises(ExceptionGroup) as failed:
+            await session.checkpoint()
+        conflict = getattr(failed.value.exceptions[0], "error", None)
+        assert isinstance(conflict, SessionConflict)
+        assert (conflict.stored, conflict.expected) == (2, 1)
+        outside.execute("UPDATE sessions SET events = 1 WHERE id = 's'")
+        await session.checkpoint()  # the refused batch was kept, and is written now
+    assert await stored(path, "s") == list(session.events)
 
 
 async def test_a_lease_that_cannot_be_released_is_logged(tmp_path: Path) -> None:

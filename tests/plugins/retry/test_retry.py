@@ -9,10 +9,10 @@ import pytest
 
 from dsh import AgentOptions, Harness, Retry, hookimpl
 from dsh.chunks import LlmFailure
-from dsh.events import TurnCompleted, TurnEnd, TurnError
+from dsh.events import RetryEvent, TurnCompleted, TurnEnd, TurnError
 from dsh.loop import LoopAgent
 from dsh.testing import ScriptedAdapter, raise_error, text_response
-from dsh_plugins.retry import RetryConfig, RetryEvent, RetryPlugin, backoff_s
+from dsh_plugins.retry import RetryConfig, RetryPlugin, backoff_s
 
 
 class Clock:
@@ -137,7 +137,40 @@ async def test_a_third_party_policy_is_asked_first(clock: Clock) -> None:
         end = await run_turn(agent)
     assert end.reason == TurnCompleted()
     assert clock.waits == [42.0, 1.0]
-    assert [r.code for r in retries(agent)] == ["SERVER"]
+    # The policies decide; the loop logs both retries, whoever decided them.
+    assert retries(agent) == [
+        RetryEvent(1, 1, 1, "AUTH", "x", 42.0),
+        RetryEvent(1, 1, 2, "SERVER", "y", 1.0, None, 5),
+    ]
+
+
+async def test_a_policy_may_count_attempts_itself_or_log_its_retry_its_own_way(
+    clock: Clock,
+) -> None:
+    class Counting:
+        @hookimpl
+        def dsh_agent_request_error(self, failure: LlmFailure, attempt: int) -> Retry | None:
+            if failure.code == "AUTH":
+                return Retry(1.0, attempt=attempt + 10, max_attempts=20)
+            return Retry(2.0, record=False) if attempt < 3 else None
+
+    async with Harness(load_entrypoints=False, plugins=[Counting()], sleep=clock.sleep) as h:
+        agent = agent_on(
+            h, raise_error("AUTH", "x"), raise_error("SERVER", "y"), text_response("ok")
+        )
+        end = await run_turn(agent)
+    assert end.reason == TurnCompleted()
+    assert clock.waits == [1.0, 2.0]
+    assert retries(agent) == [RetryEvent(1, 1, 11, "AUTH", "x", 1.0, None, 20)]
+
+
+def test_the_retry_event_moved_to_the_core_and_the_old_names_warn() -> None:
+    import dsh_plugins.retry as plugin
+
+    with pytest.warns(DeprecationWarning, match=r"retry\.RetryEvent moved to dsh\.events"):
+        assert plugin.RetryEvent is RetryEvent
+    with pytest.warns(DeprecationWarning, match=r"retry\.RETRY_EVENT moved to dsh\.events"):
+        assert plugin.RETRY_EVENT == "llm/retry"
 
 
 async def test_the_retry_event_type_is_registered(harness: Harness) -> None:

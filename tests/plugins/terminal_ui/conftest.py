@@ -11,6 +11,7 @@ import pytest
 import structlog
 
 from dsh import Harness, ToolExecution, ToolOutcome, tool
+from dsh.loop import LoopAgent
 from dsh.testing import MemoryStore, ScriptedAdapter, ScriptEntry
 from dsh_plugins.terminal_ui import TerminalUi, console, headless
 
@@ -43,7 +44,7 @@ class Kit:
         self, execution: ToolExecution, call_next: Callable[[ToolExecution], Awaitable[Any]]
     ) -> Any:
         if self.ask:
-            assert execution.agent is not None
+            assert isinstance(execution.agent, LoopAgent)  # the loop's agent knows its harness
             hooks = execution.agent.harness.hooks
             if not await hooks.tools_approve(execution, "the test policy asks"):
                 return ToolOutcome.error("DENIED", "the user said no")

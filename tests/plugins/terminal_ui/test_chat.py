@@ -6,12 +6,13 @@ import asyncio
 import io
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from dsh import DshError, Harness, ToolExecution, recovery
 from dsh.events import SessionEvent
+from dsh.loop import LoopAgent
 from dsh.testing import MemoryStore, hang, text_response, tool_call_response
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.terminal_ui.chat import ChatSession
@@ -120,7 +121,7 @@ async def test_steering_while_busy(chats: list[Chat]) -> None:
     assert await session.steer("") == "busy"
     assert await session.steer("and also this") == "busy"
     assert chat.printed()[-1] == "↪ queued: and also this"  # acknowledged on its own line
-    assert session.agent.inbox.has_steering
+    assert cast(LoopAgent, session.agent).inbox.has_steering
     assert await session.steer("/sessions") == "busy"
     assert chat.printed()[-1] == "/sessions waits until the agent is done (Ctrl-C interrupts it)"
     assert await session.steer("/reasoning") == "busy"

@@ -18,7 +18,7 @@ import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from structlog.testing import capture_logs
@@ -26,6 +26,7 @@ from structlog.testing import capture_logs
 from dsh import Harness
 from dsh.chunks import BlockStart, TextDelta
 from dsh.content import Text
+from dsh.loop import LoopAgent
 from dsh.request import LlmRequest
 from dsh.testing import MemoryStore, hang, text_response, tool_call_response
 from dsh_plugins.terminal_ui import console
@@ -231,7 +232,7 @@ def test_typing_while_the_agent_works_steers_it() -> None:
         wait_until(lambda: bool(kit.adapter.requests), "the first model call")
         term.type("also count c", "")
         agents = harness.agents
-        wait_until(lambda: agents.list()[0].inbox.has_steering, "the steering message")
+        wait_until(lambda: cast(LoopAgent, agents.list()[0]).inbox.has_steering, "the steering")
         release.set()
         term.wait_for("done")
         term.type("/quit")

@@ -16,8 +16,8 @@ import pytest
 
 from dsh import aliases
 from dsh.testing import ScriptedAdapter, text_response
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_openai_sdk import OpenAISdkPlugin
-from dsh_plugins.mock_server import MockServer
 from dsh_plugins.terminal_ui import headless, startup
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.render import Lines

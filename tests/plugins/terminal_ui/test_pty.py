@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from attrs import evolve
 
-from dsh_plugins.mock_server import MockServer, reply
+from dsh.testing.mockserver import MockServer, reply
 from tests.helpers import disabled_plugins, make_dist
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX terminal")

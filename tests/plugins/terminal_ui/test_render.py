@@ -23,12 +23,13 @@ from dsh.chunks import (
 )
 from dsh.content import Text
 from dsh.events import (
-    CompactionEnd,
-    CompactionPrune,
-    CompactionStart,
-    CompactionSummary,
     ElidedResult,
     ErrorEvent,
+    HistoryPrune,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
+    RetryEvent,
     SessionEvent,
     SteeringMessage,
     ToolCallEvent,
@@ -39,7 +40,6 @@ from dsh.events import (
     TurnError,
     TurnMaxTokens,
 )
-from dsh_plugins.retry import RetryEvent
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import (
     Lines,
@@ -128,17 +128,17 @@ def test_errors_steering_and_compaction_are_noted() -> None:
     r.event(event("error", ErrorEvent(1, 1, "slow down", "RATE_LIMIT")))
     r.event(event("error", ErrorEvent(1, 1, "odd")))
     r.event(event("steering/message", SteeringMessage(1, (Text("also  this\nplease"),))))
-    r.event(event("compaction/start", CompactionStart(1, "manual", 12345)))
-    r.event(event("compaction/end", CompactionEnd(12345)))
-    r.event(event("compaction/start", CompactionStart(1, "threshold", 12345)))
-    r.event(event("compaction/prune", CompactionPrune((ElidedResult("c1", "gone"),))))
-    r.event(event("compaction/end", CompactionEnd(9000)))
-    r.event(event("compaction/start", CompactionStart(2, "overflow", 20000)))
-    r.event(event("compaction/prune", CompactionPrune((ElidedResult("c2", "-"),) * 2)))
-    r.event(event("compaction/summary", CompactionSummary(5, "S", 20000, 2345)))
-    r.event(event("compaction/end", CompactionEnd(2345)))
-    r.event(event("compaction/start", CompactionStart(3, "threshold", 5000)))
-    r.event(event("compaction/end", CompactionEnd(5000, "summary failed: SERVER: boom")))
+    r.event(event("compaction/start", HistoryRewriteStart(1, "manual", 12345)))
+    r.event(event("compaction/end", HistoryRewriteEnd(12345)))
+    r.event(event("compaction/start", HistoryRewriteStart(1, "threshold", 12345)))
+    r.event(event("compaction/prune", HistoryPrune((ElidedResult("c1", "gone"),))))
+    r.event(event("compaction/end", HistoryRewriteEnd(9000)))
+    r.event(event("compaction/start", HistoryRewriteStart(2, "overflow", 20000)))
+    r.event(event("compaction/prune", HistoryPrune((ElidedResult("c2", "-"),) * 2)))
+    r.event(event("compaction/summary", HistorySummary(5, "S", 20000, 2345)))
+    r.event(event("compaction/end", HistoryRewriteEnd(2345)))
+    r.event(event("compaction/start", HistoryRewriteStart(3, "threshold", 5000)))
+    r.event(event("compaction/end", HistoryRewriteEnd(5000, "summary failed: SERVER: boom")))
     r.event(event("step/start", None))  # no terminal: no status line
     assert answer.getvalue().splitlines() == [
         "error: rate limited (slow down) [RATE_LIMIT]",
@@ -335,7 +335,7 @@ async def test_the_status_line_says_what_is_waited_for_and_for_how_long() -> Non
     assert label(progress) == "running shell"
     r.event(event("tool/result", ToolResultEvent(1, 1, "c1", (Text("ok"),))))
     assert label(progress) is None
-    r.event(event("compaction/start", CompactionStart(1, "manual", 10)))
+    r.event(event("compaction/start", HistoryRewriteStart(1, "manual", 10)))
     assert label(progress) == "compacting"
     r.turn_end(TurnCompleted())
     assert label(progress) is None

@@ -26,7 +26,7 @@ from dsh.testing import (
     text_response,
     tool_call_response,
 )
-from dsh_plugins.mock_server import MockServer
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.terminal_ui import headless
 from tests.plugins.terminal_ui.conftest import Kit, make_harness, run_args
 

@@ -9,7 +9,7 @@ import pytest
 
 from dsh import Harness
 from dsh.chunks import TokenUsage
-from dsh.events import AssistantMessage, CompactionSummary, SessionEvent
+from dsh.events import AssistantMessage, HistorySummary, SessionEvent
 from dsh_plugins.budgets import BudgetsPlugin
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.terminal_ui.usage import (
@@ -44,7 +44,7 @@ def test_tokens_cache_share_cost_and_time() -> None:
     clock = Clock()
     meter = UsageMeter({"flash": Price(input=0.27, output=1.1, cache_read=0.07)}, clock)
     meter.observe(message(TokenUsage(300, 200, cache_read_tokens=700, reasoning_tokens=50)))
-    summary = CompactionSummary(1, "s", 10, 5, TokenUsage(0, 100), "flash")
+    summary = HistorySummary(1, "s", 10, 5, TokenUsage(0, 100), "flash")
     meter.observe(SessionEvent("compaction/summary", 1, 0.0, summary))
     clock.now += 2.5
     assert meter.line() == "1,000 in (70% cached) · 300 out (50 reasoning) · $0.00046 · 2.5s"

@@ -1,0 +1,215 @@
+"""The skeleton every session store shares: :class:`BufferedStore` (re-exported by
+:mod:`dsh.session`, where store authors import it from).
+
+A store plugin answers six hooks, and all but two of them do the same thing in every store:
+``dsh_session_event`` buffers the event (the loop's hot path: it must stay cheap),
+``dsh_session_checkpoint`` and ``dsh_session_flush`` take the session's writer lock at the first
+write and write the buffer as one batch, ``dsh_session_closed`` and ``dsh_harness_stop`` release
+the lock. :class:`BufferedStore` implements those hooks once; a store implements only what
+touches its medium — take and release the writer lock (:meth:`~BufferedStore.acquire`,
+:meth:`~BufferedStore.release`), write a batch in one transaction
+(:meth:`~BufferedStore.append`, :meth:`~BufferedStore.replace`), read (:meth:`~BufferedStore.load`,
+:meth:`~BufferedStore.list_sessions`) — and, where a commit is not durable by itself, a
+:meth:`~BufferedStore.sync`. See "Writing a store" in ``docs/sessions.md``.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from attrs import frozen
+
+from dsh.content import text_of
+from dsh.events import UserMessage
+from dsh.markers import hookimpl
+
+if TYPE_CHECKING:
+    from dsh.events import SessionEvent
+    from dsh.session import Session, SessionSummary
+
+__all__ = ["TITLE_CHARS", "Batch", "BufferedStore", "Fsync", "title_of"]
+
+#: When a store makes what it wrote durable (``fsync`` in the stores' config sections): at
+#: every flush (turn end, close), also at every checkpoint, or never.
+Fsync = Literal["turn", "checkpoint", "never"]
+#: How much of a session's first user line listings keep as its title.
+TITLE_CHARS = 120
+
+
+def title_of(events: Sequence[SessionEvent]) -> str:
+    """The first line of the first user message's text (shortened): a session's title in
+    listings; ``""`` before the first user message."""
+    for event in events:
+        if isinstance(event.data, UserMessage):
+            return text_of(event.data.content).strip().split("\n", 1)[0][:TITLE_CHARS]
+    return ""
+
+
+@frozen
+class Batch:
+    """Events of one session to write in one transaction.
+
+    ``stored`` is how many events of the session the store holds before them (the seq of the
+    first one): an :meth:`~BufferedStore.append` checks that the store holds exactly that many
+    and raises :class:`~dsh.session.SessionConflict` if not. ``durable``: the commit must
+    survive a power cut (the store's ``fsync`` setting asks for it at this point).
+    """
+
+    session: Session
+    events: tuple[SessionEvent, ...]
+    stored: int
+    durable: bool
+
+
+class BufferedStore(abc.ABC):
+    """A session store's hooks, over the few methods that touch its medium.
+
+    Events wait in :attr:`pending` until a checkpoint or flush writes them as one
+    :class:`Batch`. The first write of a session takes its writer lock (:meth:`acquire`),
+    which says where the store's log of it stands; the lock is held until the session is closed
+    or the harness stops (:meth:`release`). The first batch of a log that is written whole (a
+    new session, a fork, a session loaded from another store) goes to :meth:`replace`, every
+    later one to :meth:`append`. A session closed and then used again (a host reusing it) is
+    taken up like a new one, after the events its close stored.
+
+    :attr:`fsync` (``"turn"`` by default) chooses which writes are durable; a subclass sets it
+    from its configuration, and :attr:`enabled` says whether the store is configured to store
+    anything (a disabled store ignores every session and answers no load or listing).
+    """
+
+    fsync: Fsync = "turn"
+
+    def __init__(self) -> None:
+        #: Events appended to each live session and not written yet, by session id.
+        self.pending: dict[str, list[SessionEvent]] = {}
+        #: For each session whose writer lock this store holds: how many events it has stored.
+        self._held: dict[str, int] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this store stores sessions (for example: it was given a location)."""
+        return True
+
+    # -- what a store implements -----------------------------------------------------------
+    @abc.abstractmethod
+    def acquire(self, session: Session) -> int:
+        """Take the writer lock of ``session`` (never waiting) and say how many of its events
+        the store holds: ``session.persisted`` when it holds exactly the log the session was
+        loaded with (later batches are appended to it), ``0`` when the session is written
+        whole (a new session, a fork, one the store does not hold). Raise
+        :class:`~dsh.session.SessionBusy` when another writer holds the lock, and
+        :class:`~dsh.session.SessionConflict` when the store holds another number of events
+        than a loaded session was loaded with (another writer changed it since)."""
+
+    @abc.abstractmethod
+    def replace(self, batch: Batch) -> None:
+        """Write ``batch`` (the whole log, from seq 0) in one transaction, replacing whatever
+        the store held under the session's id. A lease-based lock is renewed (or found taken
+        over: :class:`~dsh.session.SessionBusy`) in the same transaction."""
+
+    @abc.abstractmethod
+    def append(self, batch: Batch) -> None:
+        """Add ``batch`` to the stored log in one transaction, after checking that the store
+        holds ``batch.stored`` events (else :class:`~dsh.session.SessionConflict`, nothing
+        written). A lease-based lock is renewed in the same transaction."""
+
+    @abc.abstractmethod
+    def release(self, session_id: str) -> None:
+        """Let go of the writer lock taken by :meth:`acquire`."""
+
+    @abc.abstractmethod
+    def load(self, session_id: str) -> builtins.list[SessionEvent] | None:
+        """The stored events of ``session_id``, checked (damage is an error naming the
+        session, never a shorter log); ``None`` if the store does not hold it."""
+
+    @abc.abstractmethod
+    def list_sessions(self, query: str | None, limit: int) -> builtins.list[SessionSummary]:
+        """Stored sessions, newest first: at most ``limit``, only those whose id or title
+        contains ``query`` when given."""
+
+    def sync(self, session_id: str, flush: bool) -> Awaitable[None] | None:
+        """Called after each write of a session whose lock this store holds (``flush``: of a
+        flush, else of a checkpoint), to make what was written durable when
+        :meth:`durable` says so. A store whose transactions commit durably when
+        :attr:`Batch.durable` asks does nothing here (the default); a file store returns
+        its fsync, run in a worker thread."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 (optional: most stores hold nothing open)
+        """Release what the store holds open (files, connections) when the harness stops,
+        after every lock was released."""
+
+    # -- the skeleton ----------------------------------------------------------------------
+    def durable(self, flush: bool) -> bool:
+        """Whether a flush (``flush``), or a checkpoint, must be durable, by :attr:`fsync`."""
+        return self.fsync == "checkpoint" or (flush and self.fsync == "turn")
+
+    @hookimpl
+    def dsh_session_created(self, session: Session) -> None:
+        if self.enabled:
+            self.pending[session.id] = list(session.events[session.persisted :])
+
+    @hookimpl
+    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        buffer = self.pending.get(session.id)
+        if buffer is not None:
+            buffer.append(event)
+        else:  # closed, and now used again: taken up after what its close stored
+            self.dsh_session_created(session)
+
+    @hookimpl
+    def dsh_session_checkpoint(self, session: Session) -> Awaitable[None] | None:
+        # A plain function: an ``async def`` would cost a task per call, twice per step.
+        return self._save(session, flush=False)
+
+    @hookimpl
+    def dsh_session_flush(self, session: Session) -> Awaitable[None] | None:
+        return self._save(session, flush=True)
+
+    def _save(self, session: Session, flush: bool) -> Awaitable[None] | None:
+        """Take the lock at the first write, write what is pending as one batch, sync."""
+        buffer = self.pending.get(session.id)
+        if buffer is None:
+            return None
+        stored = self._held.get(session.id)
+        if stored is None:
+            stored = self.acquire(session)
+            self._held[session.id] = stored
+            if stored != session.persisted:  # written whole: the seed too
+                buffer[:] = session.events[stored:]
+        if buffer:
+            batch = Batch(session, tuple(buffer), stored, self.durable(flush))
+            (self.append if stored else self.replace)(batch)
+            self._held[session.id] = stored + len(buffer)
+            buffer.clear()
+        return self.sync(session.id, flush)
+
+    @hookimpl
+    def dsh_session_closed(self, session: Session) -> None:
+        self.pending.pop(session.id, None)
+        if self._held.pop(session.id, None) is not None:
+            self.release(session.id)
+
+    @hookimpl
+    def dsh_harness_stop(self) -> None:
+        held = builtins.list(self._held)
+        self.pending.clear()
+        self._held.clear()
+        try:
+            for session_id in held:
+                self.release(session_id)
+        finally:
+            self.close()
+
+    @hookimpl
+    def dsh_session_load(self, session_id: str) -> builtins.list[SessionEvent] | None:
+        return self.load(session_id) if self.enabled else None
+
+    @hookimpl
+    def dsh_session_list(
+        self, query: str | None, limit: int
+    ) -> builtins.list[SessionSummary] | None:
+        return self.list_sessions(query, limit) if self.enabled else None

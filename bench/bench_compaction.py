@@ -23,9 +23,9 @@ from attrs import frozen
 from dsh import AgentOptions, Harness, Tool
 from dsh.request import ToolSchema
 from dsh.testing.mock import deepseek_config
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
-from dsh_plugins.mock_server import MockServer
 
 TURNS = 100
 MODEL = "deepseek-v4-pro"

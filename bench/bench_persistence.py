@@ -113,7 +113,7 @@ async def store_sessions(path: Path, count: int) -> None:
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
         for n in range(count):
             session = h.sessions.create(f"session-{n:05}")
-            session.append("user/message", UserMessage((Text(f"question number {n}"),)))
+            session.append(UserMessage((Text(f"question number {n}"),)))
             await session.flush()
 
 

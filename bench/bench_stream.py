@@ -26,8 +26,8 @@ from dsh import AgentOptions, Harness
 from dsh.content import text_of
 from dsh.events import AssistantMessage
 from dsh.logs import configure_logging
+from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
-from dsh_plugins.mock_server import MockServer
 
 MODEL = "deepseek-v4-flash"
 KEY = "bench-key"

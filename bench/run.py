@@ -1,24 +1,33 @@
 """The dsh benchmark suite: dsh against a floor client doing exactly the same work.
 
-Run ``python bench/run.py`` (``--quick`` for small sizes). The mock DeepSeek server runs in its
-own process on 127.0.0.1, so each side's figures are its own. For every workload the floor — bare
-aiohttp, SSE lines split by hand, ``json.loads``, a plain tool loop over a list of dicts — and dsh
-run interleaved, several times; the table shows medians and the ratio dsh/floor. dsh runs in its
-default configuration: entry-point plugins (the DeepSeek adapter, JSONL persistence, retry,
-compaction, budgets, ...) plus a no-op ``dsh_agent_stream_chunk`` observer; only the built-in
-tool plugins are left out, so that both sides send the model the same one tool. Every run
-checks its output (the assembled text byte for byte, every tool call executed with the right
-arguments, the number of requests the server saw), so nothing wins by skipping work.
+Run ``python bench/run.py`` (``--quick`` for small sizes, ``--scale`` for the scale curves).
+The mock server (``bench/fastmock.py``) runs in its own process on 127.0.0.1 and serves every
+answer from bytes encoded before the run, as fast as the socket takes them; it reports its own
+CPU time, and a run in which it was busy for more than half the client's wall time is flagged
+*server-bound* (the client then mostly waited, and the ratio says little). For every workload
+the floor — bare aiohttp, SSE lines split by hand, ``json.loads``, a plain tool loop over a list
+of dicts — and dsh run interleaved, several times; the table shows medians of the client
+process's wall time and CPU time, and both ratios dsh/floor. The CPU ratio is the headline: on a
+shared machine wall time also measures the neighbours.
+
+dsh runs in its default configuration: entry-point plugins (the DeepSeek adapter, JSONL
+persistence, retry, compaction, budgets, ...) plus a no-op ``dsh_agent_stream_chunk`` observer;
+only the built-in tool plugins are left out, so that both sides send the model the same one
+tool. Each side's clock runs from the first request to its client closed (for dsh: the harness
+closed, sessions flushed). Every run checks its output (the assembled text byte for byte, every
+tool call executed with the right arguments, the number of requests the server saw), so nothing
+wins by skipping work.
 
 Workloads: W1 one reply of 20,000 deltas; W2 one agent, 200 sequential tool steps; W3 a fresh
 process from spawn to the first streamed token; W4 100 and 1,000 concurrent agents of 5 tool
-steps each (wall time, peak memory, memory per agent).
+steps each (wall time, CPU time, peak memory, memory held per agent).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import resource
@@ -29,21 +38,87 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from attrs import frozen
 
 MODEL = "deepseek-v4-flash"
 ROOT = Path(__file__).resolve().parent.parent
+FASTMOCK = Path(__file__).resolve().parent / "fastmock.py"
+#: A run whose server was busy longer than this share of the client's wall time is server-bound.
+SERVER_BOUND = 0.5
 
 
 # -- the mock server, in its own process ----------------------------------------------------
 
 
+@frozen
+class Sample:
+    """One side's measurement of one run: the client's wall and CPU seconds, and the server's
+    CPU seconds over the same run."""
+
+    wall: float
+    cpu: float
+    server_cpu: float
+
+    @property
+    def server_share(self) -> float:
+        return self.server_cpu / self.wall if self.wall > 0 else 0.0
+
+
+class FastServer:
+    """``bench/fastmock.py`` in a child process, programmed and read over HTTP."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(FASTMOCK)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().decode().split()
+        if len(line) != 2 or line[0] != "PORT":
+            self.process.kill()
+            raise RuntimeError("the benchmark mock server did not start")
+        self.url = f"http://127.0.0.1:{line[1]}"
+
+    def _post(self, path: str, payload: Any) -> None:
+        request = urllib.request.Request(f"{self.url}{path}", json.dumps(payload).encode())
+        request.add_header("Content-Type", "application/json")
+        urllib.request.urlopen(request, timeout=120).close()
+
+    def program(self, spec: dict[str, Any]) -> None:
+        """Encode the answers for the next run (outside every clock)."""
+        self._post("/bench/program", spec)
+
+    def stats(self) -> tuple[int, float]:
+        """Requests served so far and the server's CPU seconds."""
+        with urllib.request.urlopen(f"{self.url}/bench/stats", timeout=30) as response:
+            stats = json.load(response)
+        return int(stats["served"]), float(stats["cpu_s"])
+
+    @contextmanager
+    def watch(self, requests: int, what: str) -> Iterator[list[float]]:
+        """Yield a list that receives the server's CPU seconds spent inside the block, and check
+        that the block made exactly ``requests`` requests."""
+        served, cpu = self.stats()
+        spent: list[float] = []
+        yield spent
+        served_after, cpu_after = self.stats()
+        check(served_after == served + requests, f"{what}: expected {requests} request(s)")
+        spent.append(cpu_after - cpu)
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
 class Server:
-    """``dsh mock-server`` in a child process, controlled over HTTP."""
+    """``dsh mock-server`` in a child process, controlled over HTTP: the product mock, with its
+    queue of scenarios and faults, for the scripts that need them (``soak.py``, the plugin
+    cost scripts). The suite itself measures against :class:`FastServer`."""
 
     def __init__(self) -> None:
         with socket.socket() as probe:
@@ -82,6 +157,25 @@ class Server:
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(10)
+
+
+#: Set by ``bench/breakdown.py``: a profiler that runs exactly while a :class:`Clock` does.
+PROFILER: cProfile.Profile | None = None
+
+
+class Clock:
+    """Wall and CPU time of this process from construction to :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+        if PROFILER is not None:
+            PROFILER.enable()
+
+    def stop(self) -> tuple[float, float]:
+        if PROFILER is not None:
+            PROFILER.disable()
+        return time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
 # -- the floor client -------------------------------------------------------------------------
@@ -222,59 +316,55 @@ def assistant_text(agent: Any) -> str:
 # -- workloads ------------------------------------------------------------------------------
 
 
-async def w1(side: str, server: Server, chunks: int) -> float:
-    from dsh_plugins.mock_server.catalogue import delta_text
+async def w1(side: str, server: FastServer, chunks: int) -> Sample:
+    from dsh.testing.mockserver.catalogue import delta_text
 
     expected = delta_text(chunks)
-    server.queue([{"name": "deltas", "chunks": chunks}])
-    served = server.stats()["served"]
-    if side == "floor":
-        async with aiohttp.ClientSession() as session:
-            start = time.perf_counter()
-            text, _ = await floor_call(
-                session, server.url, [{"role": "user", "content": "go"}], False
-            )
-            elapsed = time.perf_counter() - start
-    else:
-        async with dsh_harness(server.url, Bench()) as h:
-            start = time.perf_counter()
-            agent = h.agent_loop.create("w1", dsh_options())
-            agent.send("go")
-            await agent.wait_idle()
-            elapsed = time.perf_counter() - start
+    server.program({"name": "deltas", "chunks": chunks})
+    with server.watch(1, f"W1 {side}") as spent:
+        if side == "floor":
+            async with aiohttp.ClientSession() as session:
+                clock = Clock()
+                text, _ = await floor_call(
+                    session, server.url, [{"role": "user", "content": "go"}], False
+                )
+        else:
+            async with dsh_harness(server.url, Bench()) as h:
+                clock = Clock()
+                agent = h.agent_loop.create("w1", dsh_options())
+                agent.send("go")
+                await agent.wait_idle()
             text = assistant_text(agent)
+        wall, cpu = clock.stop()
     check(text == expected, f"W1 {side}: the assembled text differs")
-    check(server.stats()["served"] == served + 1, f"W1 {side}: expected one request")
-    return elapsed
+    return Sample(wall, cpu, spent[0])
 
 
-async def w2(side: str, server: Server, steps: int) -> float:
-    server.queue([{"name": "tool-loop", "steps": steps}] * (steps + 1))
-    served = server.stats()["served"]
-    if side == "floor":
-        executed: list[str] = []
-        async with aiohttp.ClientSession() as session:
-            start = time.perf_counter()
-            text = await floor_tool_loop(session, server.url, executed)
-            elapsed = time.perf_counter() - start
-    else:
-        bench = Bench()
-        async with dsh_harness(server.url, bench) as h:
-            start = time.perf_counter()
-            agent = h.agent_loop.create("w2", dsh_options())
-            agent.send("go")
-            await agent.wait_idle()
-            elapsed = time.perf_counter() - start
+async def w2(side: str, server: FastServer, steps: int) -> Sample:
+    server.program({"name": "tool-loop", "steps": steps})
+    with server.watch(steps + 1, f"W2 {side}") as spent:
+        if side == "floor":
+            executed: list[str] = []
+            async with aiohttp.ClientSession() as session:
+                clock = Clock()
+                text = await floor_tool_loop(session, server.url, executed)
+        else:
+            bench = Bench()
+            async with dsh_harness(server.url, bench) as h:
+                clock = Clock()
+                agent = h.agent_loop.create("w2", dsh_options())
+                agent.send("go")
+                await agent.wait_idle()
             text = assistant_text(agent)
-        executed = bench.executed
+            executed = bench.executed
+        wall, cpu = clock.stop()
     check(text == f"finished after {steps} steps", f"W2 {side}: wrong final answer {text!r}")
     check(executed == [echo_text(f"step {i}") for i in range(steps)], f"W2 {side}: tool calls")
-    check(server.stats()["served"] == served + steps + 1, f"W2 {side}: request count")
-    return elapsed
+    return Sample(wall, cpu, spent[0])
 
 
 FIRST_TOKEN_FLOOR = """
-import asyncio, json, sys, aiohttp
+import asyncio, json, sys, time, aiohttp
 async def main():
     body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "go"}],
             "stream": True, "thinking": {"type": "disabled"}}
@@ -285,20 +375,20 @@ async def main():
                 if not line.startswith(b"data: "):
                     continue
                 if json.loads(line[6:])["choices"][0]["delta"].get("content"):
-                    print("FIRST", flush=True)
+                    print("FIRST", time.process_time(), flush=True)
                     return
 asyncio.run(main())
 """
 
 FIRST_TOKEN_DSH = """
-import asyncio, os, sys
+import asyncio, os, sys, time
 from dsh import AgentOptions, Harness, hookimpl
 class First:
     def __init__(self): self.seen = asyncio.Event()
     @hookimpl
     def dsh_agent_stream_chunk(self, chunk):
         if chunk.type == "text-delta" and chunk.text and not self.seen.is_set():
-            print("FIRST", flush=True)
+            print("FIRST", time.process_time(), flush=True)
             self.seen.set()
 async def main():
     first = First()
@@ -313,19 +403,21 @@ asyncio.run(main())
 """
 
 
-def w3(side: str, server: Server, env: dict[str, str]) -> float:
-    server.queue(["text"])
+def w3(side: str, server: FastServer, env: dict[str, str]) -> Sample:
+    """Spawn to first token; the CPU time is the child's own, read when it saw the token."""
+    server.program({"name": "deltas", "chunks": 50})
     script = FIRST_TOKEN_FLOOR if side == "floor" else FIRST_TOKEN_DSH
-    start = time.perf_counter()
-    child = subprocess.Popen(
-        [sys.executable, "-c", script, server.url], stdout=subprocess.PIPE, env=env
-    )
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    elapsed = time.perf_counter() - start
-    child.wait(30)
-    check(line.strip() == b"FIRST", f"W3 {side}: no first token")
-    return elapsed
+    with server.watch(1, f"W3 {side}") as spent:
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            [sys.executable, "-c", script, server.url], stdout=subprocess.PIPE, env=env
+        )
+        assert child.stdout is not None
+        line = child.stdout.readline().split()
+        wall = time.perf_counter() - start
+        child.wait(30)
+    check(len(line) == 2 and line[0] == b"FIRST", f"W3 {side}: no first token")
+    return Sample(wall, float(line[1]), spent[0])
 
 
 def rss_kb() -> float:
@@ -337,53 +429,68 @@ def rss_kb() -> float:
         return 0.0
 
 
+def peak_rss_kb() -> float:
+    """This process's peak resident memory. ``VmHWM`` starts afresh at ``exec``, where
+    ``ru_maxrss`` keeps the peak of the process that forked us (the suite, holding W1's data)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
 async def w4_run(side: str, url: str, agents: int, steps: int) -> dict[str, float]:
-    """One W4 measurement, in this (fresh) process: wall time, peak memory, memory held per
-    agent (resident memory with every agent done but still alive, minus before)."""
+    """One W4 measurement, in this (fresh) process: wall and CPU time, peak memory, memory held
+    per agent (resident memory with every agent done but still alive, minus before)."""
     if side == "floor":
         executed: list[str] = []
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
             base_kb = rss_kb()
-            start = time.perf_counter()
+            clock = Clock()
             texts = list(
                 await asyncio.gather(
                     *(floor_tool_loop(session, url, executed) for _ in range(agents))
                 )
             )
-            elapsed = time.perf_counter() - start
             held_kb = rss_kb() - base_kb
+        wall, cpu = clock.stop()
     else:
         bench = Bench()
         async with dsh_harness(url, bench) as h:
             base_kb = rss_kb()
-            start = time.perf_counter()
+            clock = Clock()
             created = [h.agent_loop.create(f"w4-{i}", dsh_options()) for i in range(agents)]
             for agent in created:
                 agent.send("go")
             await asyncio.gather(*(agent.wait_idle() for agent in created))
-            elapsed = time.perf_counter() - start
             held_kb = rss_kb() - base_kb
             texts = [assistant_text(agent) for agent in created]
+        wall, cpu = clock.stop()
         executed = bench.executed
     check(texts == [f"finished after {steps} steps"] * agents, f"W4 {side}: final answers")
     check(len(executed) == agents * steps, f"W4 {side}: tool calls executed")
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"wall": elapsed, "peak_kb": peak_kb, "held_kb": held_kb}
+    peak_kb = peak_rss_kb()
+    return {"wall": wall, "cpu": cpu, "peak_kb": peak_kb, "held_kb": held_kb}
 
 
-def w4(side: str, server: Server, agents: int, steps: int, env: dict[str, str]) -> dict[str, float]:
-    server.queue([{"name": "tool-loop", "steps": steps}] * (agents * (steps + 1)))
-    served = server.stats()["served"]
-    out = subprocess.run(
-        [sys.executable, __file__, "--w4-child", side, server.url, str(agents), str(steps)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    ).stdout
-    check(server.stats()["served"] == served + agents * (steps + 1), f"W4 {side}: requests")
+def w4(
+    side: str, server: FastServer, agents: int, steps: int, env: dict[str, str]
+) -> dict[str, float]:
+    server.program({"name": "tool-loop", "steps": steps})
+    with server.watch(agents * (steps + 1), f"W4 {side}") as spent:
+        out = subprocess.run(
+            [sys.executable, __file__, "--w4-child", side, server.url, str(agents), str(steps)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
     figures: dict[str, float] = json.loads(out.splitlines()[-1])
+    figures["server_cpu"] = spent[0]
     return figures
 
 
@@ -395,22 +502,198 @@ def check(condition: bool, message: str) -> None:
         raise SystemExit(f"benchmark output check failed: {message}")
 
 
-def interleaved(runs: int, measure: Callable[[str], float]) -> tuple[float, float]:
-    floor: list[float] = []
-    dsh: list[float] = []
+@frozen
+class Medians:
+    """The medians of several interleaved runs of both sides, and the load around them."""
+
+    floor: Sample
+    dsh: Sample
+    load: float
+
+    @property
+    def cpu_ratio(self) -> float:
+        return self.dsh.cpu / self.floor.cpu
+
+    @property
+    def wall_ratio(self) -> float:
+        return self.dsh.wall / self.floor.wall
+
+    @property
+    def server_bound(self) -> bool:
+        return max(self.floor.server_share, self.dsh.server_share) > SERVER_BOUND
+
+
+def median_sample(samples: Sequence[Sample]) -> Sample:
+    return Sample(
+        statistics.median(s.wall for s in samples),
+        statistics.median(s.cpu for s in samples),
+        statistics.median(s.server_cpu for s in samples),
+    )
+
+
+def interleaved(runs: int, measure: Callable[[str], Sample]) -> Medians:
+    """``runs`` runs of each side, floor and dsh alternating; the medians."""
+    floor: list[Sample] = []
+    dsh: list[Sample] = []
     for _ in range(runs):
         floor.append(measure("floor"))
         dsh.append(measure("dsh"))
-    return statistics.median(floor), statistics.median(dsh)
+    return Medians(median_sample(floor), median_sample(dsh), os.getloadavg()[0])
 
 
-def row(name: str, floor: float, dsh: float, unit: str, target: str) -> str:
-    return f"{name:<34} {floor:>10.3f} {dsh:>10.3f} {unit:<4} {dsh / floor:>6.2f}x  {target}"
+def header() -> str:
+    return (
+        f"{'workload':<34} {'wall floor':>10} {'dsh':>8} {'ratio':>6}   "
+        f"{'cpu floor':>9} {'dsh':>8} {'ratio':>6}   {'server busy f/d':>15}  {'load':>4}"
+    )
+
+
+def row(name: str, m: Medians, target: str) -> str:
+    busy = f"{m.floor.server_share:>6.0%} /{m.dsh.server_share:>5.0%}"
+    flag = "  SERVER-BOUND" if m.server_bound else ""
+    return (
+        f"{name:<34} {m.floor.wall:>9.3f}s {m.dsh.wall:>7.3f}s {m.wall_ratio:>5.2f}x   "
+        f"{m.floor.cpu:>8.3f}s {m.dsh.cpu:>7.3f}s {m.cpu_ratio:>5.2f}x   {busy:>15}  "
+        f"{m.load:>4.1f}  cpu target {target}{flag}"
+    )
+
+
+def machine() -> str:
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python "
+        f"{sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    )
+
+
+def w4_medians(
+    server: FastServer, runs: int, agents: int, steps: int, env: dict[str, str]
+) -> tuple[Medians, dict[str, float], dict[str, float]]:
+    """W4 interleaved: the time medians, and per side the peak MB and KB held per agent."""
+    results: dict[str, list[dict[str, float]]] = {"floor": [], "dsh": []}
+    for _ in range(runs):
+        for side in ("floor", "dsh"):
+            results[side].append(w4(side, server, agents, steps, env))
+    samples = {
+        side: median_sample([Sample(r["wall"], r["cpu"], r["server_cpu"]) for r in rs])
+        for side, rs in results.items()
+    }
+    peak = {s: statistics.median(r["peak_kb"] / 1024 for r in rs) for s, rs in results.items()}
+    held = {s: statistics.median(r["held_kb"] / agents for r in rs) for s, rs in results.items()}
+    return Medians(samples["floor"], samples["dsh"], os.getloadavg()[0]), peak, held
+
+
+def report(server: FastServer, runs: int, sizes: dict[str, Any], env: dict[str, str]) -> None:
+    print(f"dsh benchmark — {machine()}; medians of {runs} interleaved runs")
+    print(header())
+    chunks, steps = sizes["chunks"], sizes["steps"]
+    m = interleaved(runs, lambda side: asyncio.run(w1(side, server, chunks)))
+    print(row(f"W1 one reply, {chunks:,} deltas", m, "<= 1.3x"))
+    print(f"{'   dsh CPU per chunk over the floor':<34} {per_unit(m, chunks) * 1e6:>8.1f} µs")
+    m = interleaved(runs, lambda side: asyncio.run(w2(side, server, steps)))
+    print(row(f"W2 {steps} sequential tool steps", m, "<= 1.3x"))
+    print(f"{'   dsh CPU per step over the floor':<34} {per_unit(m, steps + 1) * 1e3:>8.3f} ms")
+    m = interleaved(runs, lambda side: w3(side, server, env))
+    print(row("W3 spawn to first token", m, "<= 1.3x"))
+    for agents in sizes["agents"]:
+        m, peak, held = w4_medians(server, runs, agents, sizes["agent_steps"], env)
+        print(row(f"W4 {agents:,} agents x 5 steps", m, "<= 1.5x"))
+        print(
+            f"{'   peak memory of the process':<34} {peak['floor']:>9.1f}  {peak['dsh']:>7.1f} MB"
+        )
+        print(
+            f"{'   memory held per agent':<34} {held['floor']:>9.1f}  {held['dsh']:>7.1f} KB"
+            "   (target <= 40 KB at 1,000 agents)"
+        )
+    print(f"finished — load {os.getloadavg()[0]:.1f}")
+
+
+def per_unit(m: Medians, units: int) -> float:
+    """dsh's CPU seconds per unit of work beyond the floor's."""
+    return (m.dsh.cpu - m.floor.cpu) / units
+
+
+# -- scale curves ---------------------------------------------------------------------------
+
+#: 10x more work may cost at most this many times 10x more.
+LINEAR_SLACK = 1.1
+
+
+@frozen
+class Point:
+    """One size of a scale curve: the work done and the medians measured."""
+
+    size: int
+    medians: Medians
+    held_kb: float = 0.0
+
+
+def growth_rows(name: str, unit: str, points: Sequence[Point]) -> list[str]:
+    """One line per size: CPU per unit on each side, and how cost grew from the size before
+    against how the work grew; a growth above ``LINEAR_SLACK`` times the work is flagged, and
+    marked as dsh's own when the part dsh adds over the floor grew that fast as well (where
+    only the floor's part did, the cause is shared: bytes sent, the HTTP stack)."""
+    lines = []
+    for before, point in zip((None, *points), points, strict=False):
+        m = point.medians
+        extra = (m.dsh.cpu - m.floor.cpu) / point.size * 1e6
+        line = (
+            f"{name} {point.size:>8,}  cpu floor {m.floor.cpu:>8.3f}s  dsh {m.dsh.cpu:>8.3f}s "
+            f"({m.cpu_ratio:>4.2f}x)  per {unit}: dsh {m.dsh.cpu / point.size * 1e6:>7.1f} µs, "
+            f"over the floor {extra:>7.1f} µs"
+        )
+        if point.held_kb:
+            line += f"  held {point.held_kb:>6.1f} KB/agent"
+        if before is not None:
+            work = point.size / before.size
+            dsh_growth = m.dsh.cpu / before.medians.dsh.cpu
+            floor_growth = m.floor.cpu / before.medians.floor.cpu
+            extra_growth = (m.dsh.cpu - m.floor.cpu) / (
+                before.medians.dsh.cpu - before.medians.floor.cpu
+            )
+            line += (
+                f"  | work x{work:.0f}: dsh cost x{dsh_growth:.1f}, floor x{floor_growth:.1f}, "
+                f"dsh over the floor x{extra_growth:.1f}"
+            )
+            if dsh_growth > work * LINEAR_SLACK:
+                line += "  SUPER-LINEAR"
+                if extra_growth > work * LINEAR_SLACK:
+                    line += " (dsh's own share too)"
+            if before.held_kb and point.held_kb > before.held_kb * LINEAR_SLACK:
+                line += "  MEMORY/AGENT GROWS"
+        line += f"  load {m.load:.1f}" + ("  SERVER-BOUND" if m.server_bound else "")
+        lines.append(line)
+    return lines
+
+
+def measuring(
+    workload: Callable[[str, FastServer, int], Coroutine[Any, Any, Sample]],
+    server: FastServer,
+    size: int,
+) -> Callable[[str], Sample]:
+    """One side's run of ``workload`` at ``size``, in a fresh event loop."""
+    return lambda side: asyncio.run(workload(side, server, size))
+
+
+def scale(server: FastServer, runs: int, env: dict[str, str]) -> None:
+    print(f"dsh scale curves — {machine()}; medians of {runs} interleaved runs (CPU time)")
+    points = [
+        Point(n, interleaved(runs, measuring(w1, server, n))) for n in (2_000, 20_000, 200_000)
+    ]
+    print("\n".join(growth_rows("W1 chunks", "chunk", points)), flush=True)
+    points = [Point(n, interleaved(runs, measuring(w2, server, n))) for n in (50, 200, 800)]
+    print("\n".join(growth_rows("W2 steps ", "step ", points)), flush=True)
+    points = []
+    for agents in (100, 1_000, 5_000):
+        m, _, held = w4_medians(server, max(1, runs // 2), agents, 5, env)
+        points.append(Point(agents, m, held["dsh"]))
+    print("\n".join(growth_rows("W4 agents", "agent", points)), flush=True)
+    print(f"finished — load {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--scale", action="store_true", help="how cost grows with the work")
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--w4-child", nargs=4, metavar=("SIDE", "URL", "AGENTS", "STEPS"))
     args = parser.parse_args()
@@ -419,7 +702,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(w4_run(side, url, int(agents), int(steps)))))
         return
     quick = args.quick
-    runs = args.runs or (2 if quick else 5)
+    runs = args.runs or (2 if quick else 3 if args.scale else 5)
     sizes = {
         "chunks": 500 if quick else 20_000,
         "steps": 10 if quick else 200,
@@ -429,51 +712,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data:
         env = {**os.environ, "XDG_DATA_HOME": data}
         os.environ["XDG_DATA_HOME"] = data
-        server = Server()
+        server = FastServer()
         try:
-            report(server, runs, sizes, env)
+            if args.scale:
+                scale(server, runs, env)
+            else:
+                report(server, runs, sizes, env)
         finally:
             server.close()
-
-
-def report(server: Server, runs: int, sizes: dict[str, Any], env: dict[str, str]) -> None:
-    print(
-        f"dsh benchmark — {time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, "
-        f"{os.cpu_count()} cores; medians of {runs} interleaved runs"
-    )
-    print(f"{'workload':<34} {'floor':>10} {'dsh':>10} {'':<4} {'ratio':>7}  target")
-    chunks, steps = sizes["chunks"], sizes["steps"]
-    f, d = interleaved(runs, lambda side: asyncio.run(w1(side, server, chunks)))
-    print(row(f"W1 one reply, {chunks:,} deltas", f, d, "s", "<= 1.5x"))
-    f, d = interleaved(runs, lambda side: asyncio.run(w2(side, server, steps)))
-    print(row(f"W2 {steps} sequential tool steps", f, d, "s", "<= 1.5x"))
-    per_step_ms = (d - f) / (steps + 1) * 1000
-    print(f"{'   dsh cost per step':<34} {per_step_ms:>21.3f} ms")
-    f, d = interleaved(runs, lambda side: w3(side, server, env))
-    print(row("W3 spawn to first token", f, d, "s", "<= 1.5x"))
-    for agents in sizes["agents"]:
-        results = {
-            side: [
-                w4(side, server, agents, sizes["agent_steps"], env)
-                for _ in range(max(1, runs // 2))
-            ]
-            for side in ("floor", "dsh")
-        }
-        wall = {s: statistics.median(r["wall"] for r in rs) for s, rs in results.items()}
-        per_agent = {
-            s: statistics.median(r["held_kb"] / agents for r in rs) for s, rs in results.items()
-        }
-        peak = {s: statistics.median(r["peak_kb"] / 1024 for r in rs) for s, rs in results.items()}
-        print(
-            row(f"W4 {agents:,} agents x 5 steps, wall", wall["floor"], wall["dsh"], "s", "<= 2x")
-        )
-        print(
-            f"{'   peak memory of the process':<34} {peak['floor']:>10.1f} {peak['dsh']:>10.1f} MB"
-        )
-        print(
-            f"{'   memory held per agent':<34} {per_agent['floor']:>10.1f} "
-            f"{per_agent['dsh']:>10.1f} KB   (target < 60 KB)"
-        )
 
 
 if __name__ == "__main__":

@@ -158,7 +158,7 @@ async def soak(
 
 async def check(h: Any, crowd: list[Any], report: SoakReport) -> None:
     """Every turn ended with a reason; the stored log equals the log in memory and replays."""
-    from dsh.replay import verify
+    from dsh.verify import verify
 
     for agent in crowd:
         events = agent.session.events

@@ -1,0 +1,250 @@
+"""Where dsh's time per chunk goes: W1 and W2 under cProfile, self time grouped by layer.
+
+Run ``python bench/breakdown.py [--chunks N] [--steps N]``. Both sides of each workload run
+once unprofiled (the real CPU time) and once under :mod:`cProfile` (timing CPU, over the
+section the suite's clock measures), against the same pre-encoded mock server as
+``bench/run.py``. A sampling profiler has no cost per call, so it checks the shares:
+``py-spy record -r 500 --format raw -o dsh.txt -- python bench/breakdown.py --spin dsh``, then
+``python bench/breakdown.py --spy dsh.txt`` tabulates the samples by the same layers.
+
+Every function's *self* time is put in one layer by the file that defines it (attrs' and cattrs'
+generated code by the class it was generated for), and the table shows each layer in µs per
+chunk (W1) or per step (W2) for the floor and for dsh, and the difference. cProfile adds a
+roughly constant cost per Python call, so code that makes many small calls looks dearer than it
+is: read the shares, and the unprofiled totals for the real size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run  # the workloads live in the suite's script
+
+#: (layer, substrings of a code location that put a function in it), first match wins.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("SSE parsing", ("dsh/sse.py", "dsh.sse.")),
+    ("JSON decoding", ("json/decoder.py", "json/__init__.py:", "'loads'")),
+    ("JSON encoding (requests, JSONL)", ("json/encoder.py", "'dumps'", "'encode'")),
+    ("translation (adapter)", ("dsh_plugins/llm_deepseek", "dsh/llm.py")),
+    ("chunk objects", ("dsh/chunks.py", "dsh.chunks.")),
+    ("assembler", ("dsh/assembler.py", "dsh/assembly.py")),
+    ("hook calls (pluggy)", ("pluggy/", "dsh/hooks.py", "dsh/hookspecs.py")),
+    (
+        "session append, events, JSONL",
+        (
+            "dsh/session.py",
+            "dsh/events.py",
+            "dsh/store.py",
+            "dsh/content.py",
+            "dsh/converter.py",
+            "dsh_plugins/persistence_jsonl",
+            "cattrs",
+            "dsh.events.",
+            "dsh.content.",
+        ),
+    ),
+    ("agent loop, step, dispatch", ("dsh/",)),
+    ("otel plugin (no exporter)", ("dsh_plugins/otel", "opentelemetry/")),
+    ("other plugins", ("dsh_plugins/",)),
+    ("attrs (other)", ("attrs", "attr/")),
+    ("HTTP client (aiohttp, yarl, multidict)", ("aiohttp/", "yarl/", "multidict/")),
+    ("event loop, sockets (asyncio)", ("asyncio/", "selectors.py", "socket.py", "ssl.py")),
+    ("structlog, logging", ("structlog/", "logging/")),
+)
+OTHER = "other (stdlib, builtins)"
+
+
+def layer(location: str) -> str:
+    """The layer of one profiled function, from ``file:line(name)`` as pstats prints it."""
+    for name, needles in LAYERS:
+        if any(needle in location for needle in needles):
+            return name
+    return OTHER
+
+
+def profiled(call: Callable[[], object]) -> pstats.Stats:
+    """Run ``call`` with cProfile on while the suite's clock runs (the measured section only:
+    no harness start, no server programming), timing CPU, not wall: on a loaded machine a
+    function that was merely descheduled would otherwise look expensive."""
+    profiler = cProfile.Profile(time.process_time)
+    run.PROFILER = profiler
+    try:
+        call()
+    finally:
+        run.PROFILER = None
+    return pstats.Stats(profiler)
+
+
+Func = tuple[str, int, str]
+
+
+def location(func: Func) -> str:
+    filename, line, function = func
+    return f"{filename}:{line}({function!r})"
+
+
+def profile_layers(call: Callable[[], object]) -> dict[str, float]:
+    """Run ``call`` profiled; self seconds per layer. A built-in (``dict.get``,
+    ``isinstance``, ``socket.send``) that names no layer itself is charged to the layers of
+    its callers, each with the time spent in it from there: it is their work."""
+    stats = profiled(call)
+    by_layer: dict[str, float] = defaultdict(float)
+    raw: dict[Func, tuple[int, int, float, float, dict[Func, tuple[int, int, float, float]]]]
+    raw = stats.stats  # type: ignore[attr-defined]
+    for func, (_, _, tottime, _, callers) in raw.items():
+        own = layer(location(func))
+        if own != OTHER or func[0] != "~" or not callers:
+            by_layer[own] += tottime
+            continue
+        for caller, (_, _, from_there, _) in callers.items():
+            by_layer[layer(location(caller))] += from_there
+    return by_layer
+
+
+def breakdown(name: str, unit: str, units: int, measure: Callable[[str], run.Sample]) -> str:
+    """The Markdown table for one workload: per layer, µs per unit, floor and dsh."""
+    plain = {side: measure(side) for side in ("floor", "dsh")}
+    profiled = {side: profile_layers(partial(measure, side)) for side in plain}
+    order = [n for n, _ in LAYERS] + [OTHER]
+    lines = [
+        f"{name}: unprofiled CPU floor {plain['floor'].cpu * 1e6 / units:.1f} µs/{unit}, dsh "
+        f"{plain['dsh'].cpu * 1e6 / units:.1f} µs/{unit} "
+        f"(+{(plain['dsh'].cpu - plain['floor'].cpu) * 1e6 / units:.1f})",
+        "",
+        f"| layer (cProfile self time; built-ins charged to callers) | floor µs/{unit} "
+        f"| dsh µs/{unit} | dsh - floor | dsh, scaled to its unprofiled CPU |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    totals = {side: sum(profiled[side].values()) * 1e6 / units for side in profiled}
+    # cProfile's cost per call inflates every layer; scaling dsh's layers to its real total
+    # gives an estimate of their real size (rough: layers of many small calls inflate more).
+    scale = plain["dsh"].cpu * 1e6 / units / totals["dsh"] if totals["dsh"] else 0.0
+    for layer_name in order:
+        floor = profiled["floor"].get(layer_name, 0.0) * 1e6 / units
+        dsh = profiled["dsh"].get(layer_name, 0.0) * 1e6 / units
+        if floor or dsh:
+            lines.append(
+                f"| {layer_name} | {floor:.1f} | {dsh:.1f} | {dsh - floor:+.1f} "
+                f"| {dsh * scale:.2f} |"
+            )
+    lines.append(
+        f"| **total (profiled)** | {totals['floor']:.1f} | {totals['dsh']:.1f} | "
+        f"{totals['dsh'] - totals['floor']:+.1f} | {totals['dsh'] * scale:.2f} |"
+    )
+    return "\n".join(lines)
+
+
+def top_functions(measure: Callable[[str], run.Sample], limit: int) -> str:
+    """The dsh side's costliest functions by self time, to name what a layer spends on."""
+    stats = profiled(partial(measure, "dsh"))
+    raw: dict[tuple[str, int, str], tuple[int, int, float, float, object]]
+    raw = stats.stats  # type: ignore[attr-defined]
+    ranked = sorted(raw.items(), key=lambda item: -item[1][2])[:limit]
+    return "\n".join(
+        f"{tottime * 1e3:9.1f} ms {calls:>9} calls  {Path(filename).name}:{line}({function})"
+        for (filename, line, function), (calls, _, tottime, _, _) in ranked
+    )
+
+
+#: Frames of a sampled stack that mark work outside the measured section: imports, harness
+#: start, programming the server, building the expected text.
+SETUP_FRAMES = ("_find_and_load", "__aenter__", "program (", "delta_text", "urlopen")
+
+
+def sampled_layers(raw: str) -> tuple[dict[str, int], int]:
+    """Samples per layer from ``py-spy record --format raw`` output (``frame;frame;... count``,
+    each frame ``function (file:line)``), by the innermost frame, which is where a sampling
+    profiler saw the time (a built-in's time is its caller's). Stacks inside set-up frames are
+    left out; returns the layers and how many samples that left out."""
+    by_layer: dict[str, int] = defaultdict(int)
+    left_out = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        if any(marker in frame for frame in frames for marker in SETUP_FRAMES):
+            left_out += int(count)
+            continue
+        function, _, where = frames[-1].rpartition(" (")
+        filename, _, line_no = where.rstrip(")").rpartition(":")
+        by_layer[layer(f"{filename}:{line_no}({function!r})")] += int(count)
+    return dict(by_layer), left_out
+
+
+def spy_table(raw: str, per_sample_us: float) -> str:
+    """The Markdown table of :func:`sampled_layers`: samples, share, µs per unit."""
+    by_layer, left_out = sampled_layers(raw)
+    total = sum(by_layer.values())
+    lines = [
+        f"{total} samples in the measured work ({left_out} in set-up left out)",
+        "",
+        "| layer (py-spy, innermost frame) | samples | share | µs per unit |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, samples in sorted(by_layer.items(), key=lambda item: -item[1]):
+        share = samples / total
+        lines.append(f"| {name} | {samples} | {share:.1%} | {samples * per_sample_us:.2f} |")
+    return "\n".join(lines)
+
+
+def spin(side: str, chunks: int, times: int) -> None:
+    """W1 ``times`` times on one side, for a sampling profiler attached from outside."""
+    with tempfile.TemporaryDirectory() as data:
+        os.environ["XDG_DATA_HOME"] = data
+        server = run.FastServer()
+        try:
+            for _ in range(times):
+                run.measuring(run.w1, server, chunks)(side)
+        finally:
+            server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=20_000)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--top", type=int, default=25, help="list the dsh side's top functions")
+    parser.add_argument("--spin", choices=("floor", "dsh"), help="run W1 --times times, no output")
+    parser.add_argument("--times", type=int, default=8)
+    parser.add_argument("--spy", type=Path, help="a py-spy raw file of --spin to tabulate")
+    parser.add_argument("--rate", type=int, default=500, help="py-spy's sampling rate (Hz)")
+    args = parser.parse_args()
+    if args.spin:
+        spin(args.spin, args.chunks, args.times)
+        return
+    if args.spy:
+        per_sample_us = 1e6 / args.rate / (args.chunks * args.times)
+        print(spy_table(args.spy.read_text(), per_sample_us))
+        return
+    with tempfile.TemporaryDirectory() as data:
+        os.environ["XDG_DATA_HOME"] = data
+        server = run.FastServer()
+        try:
+            w1 = run.measuring(run.w1, server, args.chunks)
+            w2 = run.measuring(run.w2, server, args.steps)
+            print(f"# breakdown — {run.machine()}\n")
+            print(breakdown(f"W1 {args.chunks:,} deltas", "chunk", args.chunks, w1) + "\n")
+            print(breakdown(f"W2 {args.steps} steps", "step", args.steps + 1, w2) + "\n")
+            if args.top:
+                print(f"W1 dsh, top {args.top} functions by self time:")
+                print(top_functions(w1, args.top) + "\n")
+                print(f"W2 dsh, top {args.top} functions by self time:")
+                print(top_functions(w2, args.top))
+        finally:
+            server.close()
+
+
+if __name__ == "__main__":
+    main()

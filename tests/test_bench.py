@@ -1,0 +1,224 @@
+"""The benchmark code runs and reports what it measured (figures are never judged here: no test
+times anything). The pre-encoded mock serves exactly the product mock's bytes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from dsh.sse import parse_sse
+from dsh.testing.mockserver.catalogue import delta_text, deltas, tool_loop
+
+BENCH = Path(__file__).parent.parent / "bench"
+
+
+def load(name: str) -> Any:
+    """A bench script as a module (``breakdown`` imports ``run``, so bench/ goes on the path)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fastmock = load("fastmock")
+breakdown = load("breakdown")
+#: The suite as ``breakdown`` imported it: its profiler switch is that module's.
+run = breakdown.run
+
+BODY = {"model": "deepseek-v4-flash", "stream": True, "thinking": {"type": "disabled"}}
+
+
+@pytest.fixture
+async def fast_url() -> AsyncIterator[str]:
+    runner = web.AppRunner(fastmock.make_app())
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await runner.cleanup()
+
+
+async def answer(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    headers = {"Authorization": "Bearer bench"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/chat/completions", json=body, headers=headers) as response,
+    ):
+        return response.status, await response.read()
+
+
+async def program(url: str, spec: dict[str, Any]) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/bench/program", json=spec) as response,
+    ):
+        return response.status, await response.json()
+
+
+async def stats(url: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/bench/stats") as response:
+        result: dict[str, Any] = await response.json()
+        return result
+
+
+def history(tool_results: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(tool_results):
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "echo", "arguments": "{}"},
+        }
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": f"step {i}"})
+    return messages
+
+
+def contents(sse: bytes) -> str:
+    """The text the content deltas of an SSE body join to."""
+    pieces = []
+    for event in parse_sse(sse):
+        if event.data != "[DONE]":
+            pieces.append(json.loads(event.data)["choices"][0]["delta"].get("content") or "")
+    return "".join(pieces)
+
+
+async def test_deltas_are_the_catalogues_answer_encoded_once(fast_url: str) -> None:
+    status, encoded = await program(fast_url, {"name": "deltas", "chunks": 9})
+    assert status == 200
+    body = {**BODY, "messages": history(0)}
+    _, first = await answer(fast_url, body)
+    _, second = await answer(fast_url, body)
+    assert first == second == fastmock.encode(deltas(body, 9))
+    assert contents(first) == delta_text(9)
+    assert encoded == {"bytes": len(first)}
+
+
+async def test_tool_loop_answers_by_the_tool_results_so_far(fast_url: str) -> None:
+    await program(fast_url, {"name": "tool-loop", "steps": 2})
+    for done in (0, 1, 2):
+        body = {**BODY, "messages": history(done)}
+        _, served = await answer(fast_url, body)
+        assert served == fastmock.encode(tool_loop(body, 2))
+        assert (f'"id":"call_{done}"'.encode() in served) == (done < 2)
+    _, final = await answer(fast_url, {**BODY, "messages": history(2)})
+    assert contents(final) == "finished after 2 steps"
+
+
+async def test_stats_count_requests_and_report_the_servers_cpu(fast_url: str) -> None:
+    before = await stats(fast_url)
+    await program(fast_url, {"name": "deltas", "chunks": 3})
+    await answer(fast_url, {**BODY, "messages": history(0)})
+    after = await stats(fast_url)
+    assert after["served"] == before["served"] + 1
+    assert after["cpu_s"] >= before["cpu_s"] > 0
+
+
+async def test_bad_programs_and_unprogrammed_requests_say_what_to_do(fast_url: str) -> None:
+    status, error = await program(fast_url, {"name": "nope"})
+    assert status == 400 and "use 'deltas' or 'tool-loop'" in error["error"]
+    status, _ = await program(fast_url, {"name": "deltas", "chunks": "many"})
+    assert status == 400
+    status, text = await answer(fast_url, {**BODY, "messages": history(0)})
+    assert status == 409 and b"/bench/program" in text
+
+
+def test_the_suite_measures_both_sides_against_the_fast_mock_in_its_own_process() -> None:
+    server = run.FastServer()
+    try:
+        for workload, size in ((run.w1, 40), (run.w2, 3)):
+            measure = run.measuring(workload, server, size)
+            medians = run.interleaved(1, measure)
+            for sample in (medians.floor, medians.dsh):
+                assert sample.wall > 0 and sample.cpu > 0 and sample.server_cpu > 0
+            assert "cpu target" in run.row("W", medians, "<= 1.3x")
+        assert server.stats()[0] == 2 * (1 + 4)
+    finally:
+        server.close()
+    assert server.process.returncode is not None
+
+
+def samples(floor_cpu: float, dsh_cpu: float, server_cpu: float = 0.0) -> Any:
+    return run.Medians(
+        run.Sample(1.0, floor_cpu, server_cpu), run.Sample(1.0, dsh_cpu, server_cpu), 1.0
+    )
+
+
+def test_a_busy_server_flags_the_row() -> None:
+    assert "SERVER-BOUND" in run.row("W", samples(1, 2, server_cpu=0.6), "<= 1.3x")
+    assert "SERVER-BOUND" not in run.row("W", samples(1, 2, server_cpu=0.4), "<= 1.3x")
+
+
+def test_scale_rows_flag_super_linear_cost_and_growing_memory() -> None:
+    linear = [run.Point(10, samples(1, 2), 50.0), run.Point(100, samples(10, 20), 50.0)]
+    lines = run.growth_rows("W", "unit", linear)
+    assert "work x10: dsh cost x10.0, floor x10.0, dsh over the floor x10.0" in lines[1]
+    assert not any("SUPER-LINEAR" in line or "GROWS" in line for line in lines)
+    worse = [run.Point(10, samples(1, 2), 50.0), run.Point(100, samples(10, 40), 80.0)]
+    flagged = run.growth_rows("W", "unit", worse)[1]
+    assert "SUPER-LINEAR (dsh's own share too)" in flagged and "MEMORY/AGENT GROWS" in flagged
+    shared = [run.Point(10, samples(1, 2)), run.Point(100, samples(25, 26))]
+    assert "SUPER-LINEAR  load" in run.growth_rows("W", "unit", shared)[1]
+
+
+def test_the_breakdown_puts_each_function_in_its_layer() -> None:
+    assert breakdown.layer("/x/dsh/sse.py:40(feed)") == "SSE parsing"
+    assert breakdown.layer("/usr/lib/json/decoder.py:332(decode)") == "JSON decoding"
+    assert breakdown.layer("<attrs generated init dsh.chunks.TextDelta>:1(__init__)") == (
+        "chunk objects"
+    )
+    assert breakdown.layer("/x/pluggy/_hooks.py:490(__call__)") == "hook calls (pluggy)"
+    assert breakdown.layer("~:0(<built-in method time.monotonic>)") == breakdown.OTHER
+
+
+def test_the_breakdown_profiles_both_sides() -> None:
+    server = run.FastServer()
+    try:
+        table = breakdown.breakdown("W1", "chunk", 30, run.measuring(run.w1, server, 30))
+    finally:
+        server.close()
+    assert "| SSE parsing |" in table and "| JSON decoding |" in table
+    assert "| **total (profiled)** |" in table
+
+
+def test_sampled_stacks_are_charged_to_their_innermost_layer_and_set_up_left_out() -> None:
+    raw = "\n".join(
+        [
+            "main (x.py:1);feed (dsh/sse.py:40) 3",
+            "main (x.py:1);raw_decode (json/decoder.py:353) 2",
+            "main (x.py:1);__aenter__ (dsh/harness.py:120);load (dsh/plugins.py:9) 7",
+            "main (x.py:1);<built-in> (~:0) 1",
+            "",
+            "not a sample line",
+        ]
+    )
+    layers, left_out = breakdown.sampled_layers(raw)
+    assert layers == {"SSE parsing": 3, "JSON decoding": 2, breakdown.OTHER: 1}
+    assert left_out == 7
+    table = breakdown.spy_table(raw, per_sample_us=0.5)
+    assert "| SSE parsing | 3 | 50.0% | 1.50 |" in table
+    assert table.startswith("6 samples in the measured work (7 in set-up left out)")
+
+
+def test_spin_runs_w1_for_a_sampling_profiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[int] = []
+    close = run.FastServer.close
+
+    def count_then_close(server: Any) -> None:
+        served.append(server.stats()[0])
+        close(server)
+
+    monkeypatch.setattr(run.FastServer, "close", count_then_close)
+    breakdown.spin("floor", 20, 2)
+    assert served == [2]

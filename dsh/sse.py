@@ -38,6 +38,9 @@ __all__ = ["DONE", "SseEvent", "SseParser", "parse_sse"]
 DONE = "[DONE]"
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
+#: What may stand around ``[DONE]`` (ASCII whitespace only: ``str.strip()`` would also take
+#: control characters such as U+001F, which a proxy never adds).
+_ASCII_SPACE = " \t\n\r\x0b\x0c"
 
 
 @frozen
@@ -121,7 +124,7 @@ class SseParser:
             event = self._dispatch()
             if event is None:
                 continue
-            if event.data.strip() == DONE:
+            if event.data.strip(_ASCII_SPACE) == DONE:
                 self.done = True
                 break
             events.append(event)

@@ -48,7 +48,7 @@ class Child:
             # The mock model calls the first tool offered: offer only the test's own.
             env={
                 **os.environ,
-                "DSH_DISABLE_PLUGINS": _disabled("tools_fs,tools_shell,permissions"),
+                "DSH_DISABLE_PLUGINS": _disabled("tools_fs,tools_shell,permissions,subagents"),
             },
         )
         log.close()

@@ -237,3 +237,11 @@ def _events(stream: bytes) -> list[bytes]:
         if data and b"\n".join(data).strip() == DONE.encode():
             return events[: position + 1]
     return events
+
+
+def test_only_ascii_whitespace_may_stand_around_done() -> None:
+    # str.strip() would also take U+001F; a control character makes the data something else.
+    parser = SseParser()
+    events = parser.feed(b"data: \x1f[DONE]\n\ndata: [DONE] \r\n\r\n")
+    assert events == [SseEvent("\x1f[DONE]")]
+    assert parser.done

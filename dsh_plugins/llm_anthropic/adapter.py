@@ -23,7 +23,8 @@ from dsh.chunks import LlmFailure, StreamChunk
 from dsh.errors import LlmError
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
-from dsh.sse import SseEvent, SseParser
+from dsh.sse import SseEvent
+from dsh.streaming import EventReader, HttpClient
 from dsh_plugins.llm_anthropic.config import AnthropicConfig
 from dsh_plugins.llm_anthropic.events import EventTranslator
 from dsh_plugins.llm_anthropic.failures import (
@@ -83,7 +84,9 @@ class MessagesAdapter:
         self.models = models
         # Read once, here; never logged, never part of a request that reaches the session.
         self._api_key = api_key or keys.api_key(provider.key_name, provider.env_var)
-        self._session: aiohttp.ClientSession | None = None
+        self._http = HttpClient(
+            connect_timeout_s=config.connect_timeout_s, max_connections=config.max_connections
+        )
 
     def __repr__(self) -> str:
         return f"<MessagesAdapter {self.provider.prefix} {self.base_url}>"
@@ -114,33 +117,27 @@ class MessagesAdapter:
         )
         response = await self._post(f"{self.base_url}/v1/messages", body)
         translator = EventTranslator()
-        reader = _EventReader(response, self.config)
+        config = self.config
+        # Keep-alives here are comments and the API's ``ping`` events: traffic, not progress.
+        reader = EventReader(
+            response,
+            idle_timeout_s=config.idle_timeout_s,
+            first_data_timeout_s=config.first_data_timeout_s,
+            max_event_bytes=config.max_event_bytes,
+            end="message_stop",
+            keepalive=_is_ping,
+        )
         try:
             while not translator.done:
                 for event in await reader.read():
                     for chunk in translator.feed(_json(event)):
                         yield chunk
         finally:
-            # After message_stop the connection may go back to the pool; otherwise drop it.
-            if translator.done:
-                response.release()
-            else:
-                response.close()
+            reader.finish(complete=translator.done)
 
     async def aclose(self) -> None:
         """Close the HTTP session (the harness awaits this at stop)."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            timeout = aiohttp.ClientTimeout(
-                total=None, connect=self.config.connect_timeout_s, sock_read=None
-            )
-            connector = aiohttp.TCPConnector(limit=self.config.max_connections)
-            self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
-        return self._session
+        await self._http.aclose()
 
     async def _post(self, url: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
         """Send the request and wait for a 2xx answer's headers; raise on anything else."""
@@ -161,7 +158,9 @@ class MessagesAdapter:
         timeout_s = self.config.idle_timeout_s
         try:
             async with asyncio.timeout(timeout_s):
-                response = await self._client().post(url, data=json.dumps(body), headers=headers)
+                response = await self._http.session().post(
+                    url, data=json.dumps(body), headers=headers
+                )
                 try:
                     failure = await _failure_of(provider.name, response)
                     if failure is not None:
@@ -216,55 +215,3 @@ def _json(event: SseEvent) -> Any:
 
 def _is_ping(event: SseEvent) -> bool:
     return event.event == "ping"
-
-
-class _EventReader:
-    """Reads SSE events with an idle deadline that only data events move once data started.
-
-    Keep-alives — comments, and the API's ``ping`` events — are traffic, not progress. Before
-    the first data event they extend the deadline (each by ``idle_timeout_s``) up to
-    ``first_data_timeout_s`` after the headers: a request waiting in a queue is not a stall."""
-
-    def __init__(self, response: aiohttp.ClientResponse, config: AnthropicConfig) -> None:
-        self.parser = SseParser(max_event_bytes=config.max_event_bytes)
-        self._content = response.content
-        self._idle_timeout_s = config.idle_timeout_s
-        self._first_data_timeout_s = max(config.first_data_timeout_s, config.idle_timeout_s)
-        self._loop = asyncio.get_running_loop()
-        now = self._loop.time()
-        self._deadline = now + config.idle_timeout_s
-        self._queue_deadline = now + self._first_data_timeout_s
-        self._started = False
-
-    async def read(self) -> list[SseEvent]:
-        """The data events of the next network read (possibly none; pings left out)."""
-        try:
-            async with asyncio.timeout_at(self._deadline):
-                data = await self._content.readany()
-        except TimeoutError as exc:
-            raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
-        except aiohttp.ClientError as exc:
-            raise LlmError.of(
-                "STREAM_CLOSED",
-                f"the connection broke before message_stop: {type(exc).__name__}: {exc}",
-            ) from exc
-        if not data:
-            raise LlmError.of("STREAM_CLOSED", "the stream ended without message_stop")
-        comments = self.parser.comments
-        received = self.parser.feed(data)
-        events = [event for event in received if not _is_ping(event)]
-        now = self._loop.time()
-        if events:
-            self._started = True
-            self._deadline = now + self._idle_timeout_s
-        elif not self._started and (received or self.parser.comments > comments):
-            self._deadline = min(now + self._idle_timeout_s, self._queue_deadline)
-        return events
-
-    def _timeout_message(self) -> str:
-        if self._started or self._deadline < self._queue_deadline:
-            return f"the stream made no progress for {self._idle_timeout_s} s"
-        return (
-            f"no data within {self._first_data_timeout_s} s: the request stayed queued "
-            "(only keep-alives); raise first_data_timeout_s to wait longer"
-        )

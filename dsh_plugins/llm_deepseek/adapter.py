@@ -21,7 +21,8 @@ from dsh.chunks import LlmFailure, StreamChunk
 from dsh.errors import LlmError
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
-from dsh.sse import SseEvent, SseParser
+from dsh.sse import SseEvent
+from dsh.streaming import EventReader, HttpClient
 from dsh_plugins.llm_deepseek.config import DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import (
     QUOTE_CHARS,
@@ -47,7 +48,9 @@ class DeepSeekAdapter:
         self.base_url = config.base_url.rstrip("/")
         # Read once, here; never logged, never part of a request that reaches the session.
         self._api_key = config.api_key or keys.api_key("deepseek", "DEEPSEEK_API_KEY")
-        self._session: aiohttp.ClientSession | None = None
+        self._http = HttpClient(
+            connect_timeout_s=config.connect_timeout_s, max_connections=config.max_connections
+        )
         # Histories are re-sent unchanged at every step: serialise each message once.
         self._serialize = functools.lru_cache(maxsize=16_384)(wire_message)
 
@@ -75,7 +78,13 @@ class DeepSeekAdapter:
             self.url_for(request), request_body(request, model, self._serialize)
         )
         translator = ChunkTranslator()
-        reader = _EventReader(response, self.config)
+        config = self.config
+        reader = EventReader(
+            response,
+            idle_timeout_s=config.idle_timeout_s,
+            first_data_timeout_s=config.first_data_timeout_s,
+            max_event_bytes=config.max_event_bytes,
+        )
         try:
             while not reader.parser.done:
                 for event in await reader.read():
@@ -84,26 +93,14 @@ class DeepSeekAdapter:
             for chunk in translator.done():
                 yield chunk
         finally:
-            # After [DONE] the connection may go back to the pool; otherwise drop it now.
-            if reader.parser.done:
-                response.release()
-            else:
-                response.close()
+            reader.finish(complete=reader.parser.done)
 
     async def aclose(self) -> None:
         """Close the HTTP session (the harness awaits this at stop)."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.aclose()
 
     def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            timeout = aiohttp.ClientTimeout(
-                total=None, connect=self.config.connect_timeout_s, sock_read=None
-            )
-            connector = aiohttp.TCPConnector(limit=self.config.max_connections)
-            self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
-        return self._session
+        return self._http.session()
 
     async def _post(self, url: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
         """Send the request and wait for a 2xx answer's headers; raise on anything else."""
@@ -167,54 +164,3 @@ def _json(event: SseEvent) -> Any:
         raise LlmError.of(
             "MALFORMED_RESPONSE", f"DeepSeek sent an event that is not JSON: {event.data:.200}"
         ) from exc
-
-
-class _EventReader:
-    """Reads SSE events off a response with an idle deadline that only real events move once
-    data has started: keep-alive comments are traffic, not progress, so they never extend it.
-
-    Before the first data event, comments do extend it (each by ``idle_timeout_s``), up to
-    ``first_data_timeout_s`` after the headers: that is a queued request waiting for inference,
-    not a stall. Silence is a stall either way."""
-
-    def __init__(self, response: aiohttp.ClientResponse, config: DeepSeekConfig) -> None:
-        self.parser = SseParser(max_event_bytes=config.max_event_bytes)
-        self._content = response.content
-        self._idle_timeout_s = config.idle_timeout_s
-        self._first_data_timeout_s = max(config.first_data_timeout_s, config.idle_timeout_s)
-        self._loop = asyncio.get_running_loop()
-        now = self._loop.time()
-        self._deadline = now + config.idle_timeout_s
-        self._queue_deadline = now + self._first_data_timeout_s
-        self._started = False
-
-    async def read(self) -> list[SseEvent]:
-        """The events of the next network read (possibly none)."""
-        try:
-            async with asyncio.timeout_at(self._deadline):
-                data = await self._content.readany()
-        except TimeoutError as exc:
-            raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
-        except aiohttp.ClientError as exc:
-            raise LlmError.of(
-                "STREAM_CLOSED", f"the connection broke before [DONE]: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not data:
-            raise LlmError.of("STREAM_CLOSED", "the stream ended without [DONE]")
-        comments = self.parser.comments
-        events = self.parser.feed(data)
-        now = self._loop.time()
-        if events or self.parser.done:
-            self._started = True
-            self._deadline = now + self._idle_timeout_s
-        elif not self._started and self.parser.comments > comments:
-            self._deadline = min(now + self._idle_timeout_s, self._queue_deadline)
-        return events
-
-    def _timeout_message(self) -> str:
-        if self._started or self._deadline < self._queue_deadline:
-            return f"the stream made no progress for {self._idle_timeout_s} s"
-        return (
-            f"no data within {self._first_data_timeout_s} s: the request stayed queued "
-            "(only keep-alive comments); raise first_data_timeout_s to wait longer"
-        )

@@ -21,7 +21,8 @@ from dsh.chunks import LlmFailure, StreamChunk
 from dsh.errors import LlmError
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
-from dsh.sse import SseEvent, SseParser
+from dsh.sse import SseEvent
+from dsh.streaming import EventReader, HttpClient
 from dsh_plugins.llm_providers.failures import QUOTE, http_failure, not_a_stream
 from dsh_plugins.llm_providers.profiles import Provider
 from dsh_plugins.llm_providers.translate import Translator
@@ -39,7 +40,7 @@ class ProviderAdapter:
         self.provider = provider
         # Read once; never logged, never part of anything that reaches the session.
         self._api_key = api_key or keys.api_key(provider.name, provider.api_key_env or "")
-        self._session: aiohttp.ClientSession | None = None
+        self._http = HttpClient(connect_timeout_s=provider.settings.connect_timeout_s)
 
     def __repr__(self) -> str:
         return f"<ProviderAdapter {self.provider.name} {self.provider.base_url}>"
@@ -78,7 +79,13 @@ class ProviderAdapter:
         body = body_for(provider, self._model(request.model), request)
         response = await self._post(body)
         translator = Translator(provider.name, provider.reasoning_field, provider.cached_tokens)
-        reader = _Reader(response, provider)
+        settings = provider.settings
+        reader = EventReader(
+            response,
+            idle_timeout_s=settings.idle_timeout_s,
+            first_data_timeout_s=settings.first_data_timeout_s,
+            max_event_bytes=settings.max_event_bytes,
+        )
         try:
             while not reader.parser.done and not translator.failed:
                 for event in await reader.read():
@@ -87,23 +94,10 @@ class ProviderAdapter:
             for chunk in translator.done():
                 yield chunk
         finally:
-            if reader.parser.done:
-                response.release()
-            else:
-                response.close()
+            reader.finish(complete=reader.parser.done)
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            timeout = aiohttp.ClientTimeout(
-                total=None, connect=self.provider.settings.connect_timeout_s
-            )
-            self._session = aiohttp.ClientSession(timeout=timeout)
-        return self._session
+        await self._http.aclose()
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -123,7 +117,7 @@ class ProviderAdapter:
         timeout_s = provider.settings.idle_timeout_s
         try:
             async with asyncio.timeout(timeout_s):
-                response = await self._client().post(
+                response = await self._http.session().post(
                     url, data=json.dumps(body), headers=self._headers()
                 )
                 try:
@@ -161,48 +155,3 @@ def _payload(provider: str, event: SseEvent) -> Any:
         raise LlmError.of(
             "MALFORMED_RESPONSE", f"{provider} sent an event that is not JSON: {event.data:.200}"
         ) from exc
-
-
-class _Reader:
-    """Reads events with two deadlines: ``idle_timeout_s`` of silence, moved only by events
-    once data flows (keep-alive comments such as OpenRouter's ``: OPENROUTER PROCESSING`` are
-    not progress then); before the first event, comments extend it up to
-    ``first_data_timeout_s`` after the headers (a queued request, not a stalled one)."""
-
-    def __init__(self, response: aiohttp.ClientResponse, provider: Provider) -> None:
-        settings = provider.settings
-        self.parser = SseParser(max_event_bytes=settings.max_event_bytes)
-        self._content = response.content
-        self._idle_s = settings.idle_timeout_s
-        self._loop = asyncio.get_running_loop()
-        now = self._loop.time()
-        self._deadline = now + self._idle_s
-        self._queue_deadline = now + max(settings.first_data_timeout_s, self._idle_s)
-        self._started = False
-
-    async def read(self) -> list[SseEvent]:
-        try:
-            async with asyncio.timeout_at(self._deadline):
-                data = await self._content.readany()
-        except TimeoutError as exc:
-            raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
-        except aiohttp.ClientError as exc:
-            raise LlmError.of(
-                "STREAM_CLOSED", f"the connection broke before [DONE]: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not data:
-            raise LlmError.of("STREAM_CLOSED", "the stream ended without [DONE]")
-        comments = self.parser.comments
-        events = self.parser.feed(data)
-        now = self._loop.time()
-        if events or self.parser.done:
-            self._started = True
-            self._deadline = now + self._idle_s
-        elif not self._started and self.parser.comments > comments:
-            self._deadline = min(now + self._idle_s, self._queue_deadline)
-        return events
-
-    def _timeout_message(self) -> str:
-        if self._started or self._deadline < self._queue_deadline:
-            return f"the stream made no progress for {self._idle_s} s"
-        return "no data before first_data_timeout_s: the request stayed queued (keep-alive only)"

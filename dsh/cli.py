@@ -20,7 +20,14 @@ from dsh import aliases, keys, recovery
 from dsh.agent import AgentOptions
 from dsh.configdoc import masked_config
 from dsh.errors import DshError
-from dsh.events import SessionEvent
+from dsh.events import (
+    AssistantChunk,
+    AssistantMessage,
+    ErrorEvent,
+    SessionEvent,
+    TurnEnd,
+    TurnStart,
+)
 from dsh.eventtext import brief, describe, outcome
 from dsh.family import family_lines
 from dsh.harness import Command, Harness
@@ -143,7 +150,9 @@ def _print_events(events: Sequence[SessionEvent]) -> None:
         event = events[position]
         end = position + 1
         while (
-            event.type == "assistant/chunk" and end < len(events) and events[end].type == event.type
+            event.type == AssistantChunk.type
+            and end < len(events)
+            and events[end].type == event.type
         ):
             end += 1
         if end - position > 1:
@@ -172,13 +181,13 @@ async def _sessions_list(harness: Harness, args: argparse.Namespace) -> int:
 def _last_turn(events: Sequence[SessionEvent]) -> tuple[str, str]:
     """The model a session last called and how its last turn ended (``-`` when unknown)."""
     model = next((e.data.model for e in reversed(events) if getattr(e.data, "model", None)), "-")
-    ends = (outcome(e.data.reason) for e in reversed(events) if e.type == "turn/end")
+    ends = (outcome(e.data.reason) for e in reversed(events) if isinstance(e.data, TurnEnd))
     return model, next(ends, "-")
 
 
 async def _sessions_show(harness: Harness, args: argparse.Namespace) -> int:
     events = await _load(harness, args.id)
-    turns = sum(e.type == "turn/start" for e in events)
+    turns = sum(isinstance(e.data, TurnStart) for e in events)
     print(f"session {args.id}: {len(events)} events, {turns} turns")
     for line in family_lines(events):
         print(line)
@@ -208,19 +217,18 @@ async def _sessions_resume(harness: Harness, args: argparse.Namespace) -> int:
     await agent.wait_idle()
     ran = agent.session.events[shown:]
     _print_events(ran)
-    ends = [e.data.reason.type for e in ran if e.type == "turn/end"]
+    ends = [e.data.reason.type for e in ran if isinstance(e.data, TurnEnd)]
     # An error right after a turn's end: that turn's log could not be saved.
     pairs = itertools.pairwise(ran)
-    unsaved = any(a.type == "turn/end" and b.type == "error" for a, b in pairs)
+    unsaved = any(isinstance(a.data, TurnEnd) and isinstance(b.data, ErrorEvent) for a, b in pairs)
     return 0 if all(end == "completed" for end in ends) and not unsaved else 1
 
 
 def _last_model(events: Sequence[SessionEvent]) -> str | None:
     """The model that answered last in ``events``, if one did."""
     for event in reversed(events):
-        model = getattr(event.data, "model", None) if event.type == "assistant/message" else None
-        if model:
-            return str(model)
+        if isinstance(event.data, AssistantMessage) and event.data.model:
+            return event.data.model
     return None
 
 

@@ -74,6 +74,17 @@ def greater_than(bound: float) -> Validator:
     return check
 
 
+def at_most(maximum: float) -> Validator:
+    """An attrs validator: the field is a number ``<= maximum`` (NaN is refused); combine it
+    with :func:`at_least` or :func:`greater_than` for a ratio."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not value <= maximum:
+            raise OutOfRange(f"{attribute.name} must be at most {maximum}, got {value!r}")
+
+    return check
+
+
 @frozen
 class AgentConfig:
     """An agent created when the harness starts."""

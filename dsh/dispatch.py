@@ -73,9 +73,7 @@ class ToolDispatch:
     async def _run_batch(self, batch: list[ToolCall]) -> None:
         session = self.agent.session
         for call in batch:
-            session.append(
-                "tool/call", ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments)
-            )
+            session.append(ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments))
         try:
             await session.checkpoint()  # the calls may have side effects: log them durably first
         except BaseException as exc:
@@ -127,12 +125,12 @@ class ToolDispatch:
         result = ToolResultEvent(
             self.turn, self.step, call.id, outcome.content, outcome.is_error, outcome.code
         )
-        self.agent.session.append("tool/result", result)
+        self.agent.session.append(result)
 
 
 def call_ids(events: Iterable[SessionEvent]) -> set[str]:
     """The tool-call ids a session's ``events`` already use (calls and results)."""
-    return {e.data.call_id for e in events if e.type in ("tool/call", "tool/result")}
+    return {e.data.call_id for e in events if isinstance(e.data, ToolCallEvent | ToolResultEvent)}
 
 
 def with_unique_call_ids(message: Message, used: set[str]) -> Message:

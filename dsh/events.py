@@ -1,8 +1,10 @@
 """Session events: the durable, append-only facts a session log is made of.
 
 Every event is ``SessionEvent(type, seq, time, data)``; ``data`` is an attrs instance of the class
-registered for ``type``. The built-in types are listed in :data:`CORE_EVENT_TYPES`; plugins add
-their own through ``dsh_register_event_types``.
+registered for ``type``, and each class here carries its ``type`` as a class variable (as chunks
+and blocks do), so ``session.append(data)`` needs no type string and the strings live here only.
+The built-in types are listed in :data:`CORE_EVENT_TYPES`; plugins add their own through
+``dsh_register_event_types``.
 """
 
 from __future__ import annotations

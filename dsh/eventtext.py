@@ -12,13 +12,17 @@ import attrs
 
 from dsh.content import Block, ToolCall, text_of
 from dsh.events import (
+    ErrorEvent,
     HistoryPrune,
     HistoryRewriteEnd,
     HistoryRewriteStart,
     HistorySummary,
     SessionEvent,
+    StepBoundary,
+    TurnEnd,
     TurnEndReason,
     TurnError,
+    TurnStart,
 )
 
 __all__ = ["brief", "describe", "outcome"]
@@ -42,12 +46,13 @@ def outcome(reason: TurnEndReason) -> str:
 def describe(event: SessionEvent) -> str:
     """One line about ``event``: its text, its call, how its turn ended..."""
     data = event.data
-    if event.type == "turn/end":
+    if isinstance(data, TurnEnd):
         return brief(f"turn {data.turn} {outcome(data.reason)}")
-    if event.type in ("turn/start", "step/start", "step/end"):
-        step = getattr(data, "step", None)
-        return f"turn {data.turn}" + (f" step {step}" if step is not None else "")
-    if event.type == "error":
+    if isinstance(data, TurnStart):
+        return f"turn {data.turn}"
+    if isinstance(data, StepBoundary):
+        return f"turn {data.turn} step {data.step}"
+    if isinstance(data, ErrorEvent):
         return brief(f"{data.message} [{data.code}]" if data.code else data.message)
     if isinstance(data, HistoryRewriteStart | HistoryPrune | HistorySummary | HistoryRewriteEnd):
         return brief(_rewrite(data))

@@ -26,7 +26,9 @@ from dsh.events import (
     SUBAGENT_END,
     SUBAGENT_PARENT,
     SUBAGENT_START,
+    AssistantMessage,
     SessionEvent,
+    StepStart,
     SubagentEnd,
     SubagentParent,
     SubagentStart,
@@ -34,6 +36,7 @@ from dsh.events import (
     TurnDisposed,
     TurnEnd,
     TurnEndReason,
+    TurnStart,
 )
 from dsh.markers import hookimpl
 
@@ -62,8 +65,8 @@ INTERRUPTED = "interrupted"
 
 def _position(events: Sequence[SessionEvent]) -> tuple[int, int]:
     """The parent's current turn and step (0 when none has started)."""
-    turn = next((e.data.turn for e in reversed(events) if e.type == "turn/start"), 0)
-    step = next((e.data.step for e in reversed(events) if e.type == "step/start"), 0)
+    turn = next((e.data.turn for e in reversed(events) if isinstance(e.data, TurnStart)), 0)
+    step = next((e.data.step for e in reversed(events) if isinstance(e.data, StepStart)), 0)
     return turn, step
 
 
@@ -73,21 +76,21 @@ def _outcome(events: Sequence[SessionEvent]) -> str:
 
 
 def _spent(events: Sequence[SessionEvent]) -> tuple[TokenUsage | None, str | None]:
-    messages = [e.data for e in events if e.type == "assistant/message" and e.data.usage]
+    messages = [e.data for e in events if isinstance(e.data, AssistantMessage) and e.data.usage]
     if not messages:
         return None, None
-    usage = sum((m.usage for m in messages), TokenUsage())
+    usage = sum((m.usage or TokenUsage() for m in messages), TokenUsage())
     return usage, messages[-1].model
 
 
 def unfinished_children(events: Sequence[SessionEvent]) -> list[tuple[str, Any]]:
     """``subagent/end`` (``interrupted``) for each ``subagent/start`` in ``events`` without
     its end: the children a crash left running."""
-    ended = {e.data.session_id for e in events if e.type == END}
+    ended = {e.data.session_id for e in events if isinstance(e.data, SubagentEnd)}
     return [
         (END, SubagentEnd(e.data.agent_id, e.data.session_id, INTERRUPTED, call_id=e.data.call_id))
         for e in events
-        if e.type == START and e.data.session_id not in ended
+        if isinstance(e.data, SubagentStart) and e.data.session_id not in ended
     ]
 
 
@@ -132,13 +135,13 @@ class Family:
             raise DshError(f"agent {parent.id!r} is disposed and cannot have children")
         session = self._harness.sessions.create(session_id, parent=parent.session.id)
         turn, step = _position(parent.session.events)
-        session.append(PARENT, SubagentParent(parent.id, parent.session.id, turn, step, call_id))
+        session.append(SubagentParent(parent.id, parent.session.id, turn, step, call_id))
         child = start(session)
         self._parents[id(child)] = parent
         self._children.setdefault(id(parent), []).append(child)
         self._depths[id(child)] = depth
         start_event = SubagentStart(child.id, session.id, turn, step, call_id)
-        parent.session.append(START, start_event)
+        parent.session.append(start_event)
         return child
 
     @hookimpl
@@ -166,7 +169,7 @@ class Family:
         usage, model = _spent(events)
         link: SubagentParent = events[0].data
         end = SubagentEnd(agent.id, agent.session.id, _outcome(events), usage, model, link.call_id)
-        parent.session.append(END, end)
+        parent.session.append(end)
 
 
 def family_lines(events: Sequence[SessionEvent]) -> list[str]:

@@ -18,7 +18,6 @@ from dsh.agent import PERMISSION_MODES, AgentOptions, AgentStatus, Content, Perm
 from dsh.content import MessageSource, UserSource, as_blocks
 from dsh.errors import DshError
 from dsh.events import (
-    PERMISSION_MODE,
     ContextMessage,
     PermissionModeChange,
     QueuedMessage,
@@ -88,7 +87,7 @@ class AgentHandle:
         if self._in_turn:
             self._pending_context.append(message)
         else:
-            self.session.append("context/message", ContextMessage(message.content, message.source))
+            self.session.append(ContextMessage(message.content, message.source))
 
     def requeue(self, messages: Iterable[InboxMessage]) -> None:
         """Queue messages a resume restored (:func:`dsh.recovery.pending_messages`): they keep
@@ -100,7 +99,7 @@ class AgentHandle:
         """Each withdrawn message is logged ``inbox/withdrawn``, so a resume skips it."""
         taken = self.inbox.drain_steering()
         for seq in [m.queued_seq for m in taken if m.queued_seq is not None]:
-            self.session.append("inbox/withdrawn", WithdrawnMessage(seq))
+            self.session.append(WithdrawnMessage(seq))
         return taken
 
     def abort(self, reason: str = "aborted") -> None:
@@ -116,7 +115,7 @@ class AgentHandle:
         """Logged ``permissions/mode``: the permission policy judges later calls in ``mode``."""
         if mode not in PERMISSION_MODES:
             raise DshError(f"unknown permission mode {mode!r}: use one of {PERMISSION_MODES}")
-        self.session.append(PERMISSION_MODE, PermissionModeChange(mode))
+        self.session.append(PermissionModeChange(mode))
 
     async def result(self) -> Any:
         """The typed value of the last completed turn (see :mod:`dsh.output`)."""
@@ -141,7 +140,7 @@ class AgentHandle:
         if self._in_turn and message.queued_seq is None:
             # Busy: the message may wait a while, so it is logged and survives a crash.
             data = QueuedMessage(message.content, message.source, steering)
-            message = evolve(message, queued_seq=self.session.append("inbox/queued", data).seq)
+            message = evolve(message, queued_seq=self.session.append(data).seq)
             self._spawn(self.session.checkpoint())
         if steering:
             self.inbox.steer(message)
@@ -153,7 +152,7 @@ class AgentHandle:
     def _deliver_context(self) -> None:
         """Log the context injected during the turn (it reaches the next request)."""
         for message in self._pending_context:
-            self.session.append("context/message", ContextMessage(message.content, message.source))
+            self.session.append(ContextMessage(message.content, message.source))
         self._pending_context.clear()
 
     def _deliver_steering(self, turn: int) -> bool:
@@ -162,7 +161,7 @@ class AgentHandle:
         steering = self.inbox.drain_steering()
         for message in steering:
             data = SteeringMessage(turn, message.content, message.source, message.queued_seq)
-            self.session.append("steering/message", data)
+            self.session.append(data)
         return bool(steering)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

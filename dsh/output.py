@@ -39,15 +39,14 @@ from dsh.content import PluginSource, Text, ToolCall, text_of
 from dsh.converter import converter
 from dsh.errors import DshError
 from dsh.events import (
-    OUTPUT_FAILED,
-    OUTPUT_RESULT,
-    OUTPUT_RETRY,
+    AssistantMessage,
     OutputFailed,
     OutputResult,
     OutputRetry,
     SessionEvent,
     TurnCompleted,
     TurnEnd,
+    TurnStart,
 )
 from dsh.markers import Stop, hookimpl
 from dsh.request import JsonObject, LlmRequest, ToolSchema
@@ -76,8 +75,6 @@ __all__ = [
 FINAL_RESULT = "final_result"
 #: The plugin name the harness registers :class:`OutputPlugin` under.
 PLUGIN_NAME = "dsh:output"
-#: Session event types of typed results.
-RETRY, RESULT, FAILED = OUTPUT_RETRY, OUTPUT_RESULT, OUTPUT_FAILED
 _SOURCE = PluginSource("output")
 
 
@@ -245,7 +242,7 @@ def result_of(agent: Agent) -> Any:
 
 def _turn_events(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent]:
     start = max(
-        (i for i, e in enumerate(events) if e.type == "turn/start" and e.data.turn == turn),
+        (i for i, e in enumerate(events) if isinstance(e.data, TurnStart) and e.data.turn == turn),
         default=0,
     )
     return list(events[start:])
@@ -358,16 +355,16 @@ class OutputPlugin:
         return False
 
     def _accept(self, agent: Agent, state: _TurnState, value: Any) -> None:
-        agent.session.append(RESULT, OutputResult(state.turn, value))
+        agent.session.append(OutputResult(state.turn, value))
         state.done = True
 
     def _reject(self, agent: Agent, state: _TurnState, problems: list[str]) -> None:
         """Log the attempt; steer the problem back, or give up after ``output_retries``."""
         state.attempts += 1
         error = "; ".join(problems)
-        agent.session.append(RETRY, OutputRetry(state.turn, state.attempts, error))
+        agent.session.append(OutputRetry(state.turn, state.attempts, error))
         if state.attempts > agent.options.output_retries:
-            agent.session.append(FAILED, OutputFailed(state.turn, state.attempts, error))
+            agent.session.append(OutputFailed(state.turn, state.attempts, error))
             state.done = True
             state.last_error = f"the answer is invalid ({error}); no attempts are left"
             return
@@ -382,7 +379,7 @@ def _joined(system: str | None, note: str) -> str:
 
 
 def _last_message(events: Sequence[SessionEvent]) -> Any:
-    return next(e.data for e in reversed(events) if e.type == "assistant/message")
+    return next(e.data for e in reversed(events) if isinstance(e.data, AssistantMessage))
 
 
 def _last_answer(events: Sequence[SessionEvent]) -> str:

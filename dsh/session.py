@@ -39,6 +39,7 @@ from dsh.events import (
     SessionEvent,
     SteeringMessage,
     ToolResultEvent,
+    TurnEnd,
     TurnStart,
     UserMessage,
     event_type_of,
@@ -288,6 +289,22 @@ class Session:
         else:
             (data,) = args
             name = event_type_of(data, self._types)
+        return self._add(name, data)
+
+    def append_raw(self, type: str, data: Mapping[str, Any]) -> SessionEvent:
+        """Append an event of a ``type`` nobody registered, its ``data`` the raw JSON mapping,
+        as a log written by a plugin that is no longer installed holds it (the store kit
+        checks that such events are stored as they are). A registered type takes its class:
+        use :meth:`append`."""
+        known = self._types.get(type)
+        if known is not None:
+            raise DshError(
+                f"event type {type!r} is registered as {known.__qualname__}: "
+                f"append a {known.__qualname__} with append(data)"
+            )
+        return self._add(type, data)
+
+    def _add(self, name: str, data: Any) -> SessionEvent:
         event = SessionEvent(name, len(self._events), time.time(), data)
         self._events.append(event)
         if self._hooks is not None:
@@ -336,9 +353,9 @@ def open_turn(events: Sequence[SessionEvent]) -> int | None:
     """The number of the turn left open at the end of ``events`` (``None`` if all closed)."""
     turn: int | None = None
     for event in events:
-        if event.type == "turn/start":
+        if isinstance(event.data, TurnStart):
             turn = event.data.turn
-        elif event.type == "turn/end":
+        elif isinstance(event.data, TurnEnd):
             turn = None
     return turn
 

@@ -30,7 +30,7 @@ from dsh.config import AgentLoopConfig
 from dsh.content import ToolCall
 from dsh.dispatch import ToolDispatch, with_unique_call_ids
 from dsh.errors import HookError, LlmError
-from dsh.events import RETRY_EVENT, AssistantChunk, AssistantMessage
+from dsh.events import AssistantChunk, AssistantMessage
 from dsh.failures import StepFailed, adapter_error, failed_finish, failure_of
 from dsh.prompt import PromptAssembly, render
 from dsh.request import LlmRequest
@@ -81,7 +81,7 @@ class Step:
         message = await self.harness.hooks.agent_step_result(agent, turn, step, result.message)
         message = with_unique_call_ids(message, self._call_ids)
         data = AssistantMessage(turn, step, message.content, result.usage, model)
-        agent.session.append("assistant/message", data)
+        agent.session.append(data)
         calls = [block for block in message.content if isinstance(block, ToolCall)]
         limit = self.harness.config.section("agent_loop", AgentLoopConfig).max_parallel_tools
         dispatch = ToolDispatch(agent, self.harness.tools, turn, step, limit)
@@ -113,7 +113,7 @@ class Step:
                 raise StepFailed(failure)
             if retry.record:  # the policy decides, the loop records
                 event = retry.event(self.turn, self.step, attempt, failure)
-                self.agent.session.append(RETRY_EVENT, event)
+                self.agent.session.append(event)
             await self.harness.sleep(retry.delay_s)
 
     async def _request(self) -> LlmRequest:
@@ -155,7 +155,7 @@ class Step:
         observe = self.harness.hooks.agent_stream_chunk
 
         def record(chunk: StreamChunk) -> None:
-            append("assistant/chunk", AssistantChunk(turn, step, chunk))
+            append(AssistantChunk(turn, step, chunk))
             observe(agent, turn, step, chunk)
             assembler.push(chunk)
 

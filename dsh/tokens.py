@@ -18,6 +18,7 @@ from typing import Protocol
 from attrs import field, frozen
 
 from dsh.chunks import TokenUsage
+from dsh.config import at_least
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
 
@@ -85,10 +86,10 @@ class Price:
     """What a model's tokens cost: US dollars per million tokens, cache reads and writes priced
     separately (``[budgets.prices.<model>]`` in config)."""
 
-    input: float
-    output: float
-    cache_read: float = 0.0
-    cache_write: float = 0.0
+    input: float = field(validator=at_least(0))
+    output: float = field(validator=at_least(0))
+    cache_read: float = field(default=0.0, validator=at_least(0))
+    cache_write: float = field(default=0.0, validator=at_least(0))
 
     def cost(self, usage: TokenUsage) -> float:
         """The dollars ``usage`` (disjoint counts) cost."""

@@ -24,7 +24,7 @@ from dsh.assembler import AssembledMessage, BlockAssembler
 from dsh.chunks import FinishAborted, FinishError, FinishStop, TokenUsage
 from dsh.content import Block, Reasoning, Text
 from dsh.errors import LlmError
-from dsh.events import AssistantChunk, AssistantMessage, RetryEvent, SessionEvent
+from dsh.events import AssistantChunk, AssistantMessage, RetryEvent, SessionEvent, StepEnd
 
 __all__ = ["Mismatch", "ReplayReport", "verify"]
 
@@ -118,7 +118,7 @@ def verify(events: Iterable[SessionEvent]) -> ReplayReport:
                 verified += 1
             else:
                 mismatches.append(mismatch)
-        elif event.type == "step/end":
+        elif isinstance(data, StepEnd):
             unanswered += attempts.pop((data.turn, data.step), None) is not None
     return ReplayReport(verified, tuple(mismatches), unanswered)
 

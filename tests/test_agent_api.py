@@ -14,7 +14,7 @@ import dsh
 import dsh.hookspecs
 from dsh.agent import Agent
 from dsh.content import Image, Reasoning, Text, ToolCall, ToolResult, as_blocks
-from dsh.events import QueuedMessage, StepBoundary, TurnCompleted, TurnEnd, TurnStart
+from dsh.events import QueuedMessage, StepStart, TurnCompleted, TurnEnd, TurnStart
 from dsh.harness import Harness
 from dsh.inbox import InboxMessage
 from dsh.session import Session
@@ -75,7 +75,7 @@ def test_as_blocks_takes_text_a_block_or_blocks(value: object, expected: object)
 
 async def test_requeue_starts_a_turn_without_logging_the_message_again(harness: Harness) -> None:
     agent, _ = scripted_agent(harness, [text_response("done")])
-    logged = agent.session.append("inbox/queued", QueuedMessage((Text("later"),)))
+    logged = agent.session.append(QueuedMessage((Text("later"),)))
     agent.requeue([InboxMessage((Text("later"),), queued_seq=logged.seq)])
     await agent.wait_idle()
     assert kinds(agent.session.events)[:3] == ["inbox/queued", "user/message", "turn/start"]
@@ -110,10 +110,10 @@ def test_the_loop_has_no_other_names() -> None:
 def test_last_turn_is_the_number_of_the_last_turn_started() -> None:
     session = Session("s")
     assert session.last_turn == 0
-    session.append("turn/start", TurnStart(1))
-    session.append("turn/end", TurnEnd(1, TurnCompleted()))
+    session.append(TurnStart(1))
+    session.append(TurnEnd(1, TurnCompleted()))
     assert session.last_turn == 1
-    session.append("turn/start", TurnStart(2))
-    session.append("step/start", StepBoundary(2, 1))
+    session.append(TurnStart(2))
+    session.append(StepStart(2, 1))
     assert session.last_turn == 2
     assert Session("copy", session.events).last_turn == 2

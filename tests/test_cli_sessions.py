@@ -324,5 +324,5 @@ def with_plugins(monkeypatch: pytest.MonkeyPatch, *plugins: object) -> None:
 async def store_elsewhere() -> list[Any]:
     store = MemoryStore()
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
-        h.sessions.create("s").append("user/message", UserMessage((Text("before"),)))
+        h.sessions.create("s").append(UserMessage((Text("before"),)))
     return store.stored["s"]

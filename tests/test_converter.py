@@ -29,7 +29,8 @@ from dsh.events import (
     ErrorEvent,
     SessionEvent,
     SteeringMessage,
-    StepBoundary,
+    StepEnd,
+    StepStart,
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
@@ -42,6 +43,7 @@ from dsh.events import (
     TurnMaxTokens,
     TurnStart,
     UserMessage,
+    event_type_of,
 )
 from dsh.request import LlmRequest, ToolSchema
 from dsh.testing import strategies as ds
@@ -62,7 +64,8 @@ event_data = st.one_of(
     st.builds(SteeringMessage, ints, content, ds.message_sources),
     st.builds(TurnStart, ints, ds.message_sources),
     st.builds(TurnEnd, ints, turn_end_reasons),
-    st.builds(StepBoundary, ints, ints),
+    st.builds(StepStart, ints, ints),
+    st.builds(StepEnd, ints, ints),
     st.builds(AssistantChunk, ints, ints, ds.stream_chunks),
     st.builds(AssistantMessage, ints, ints, content, st.none() | ds.token_usages),
     st.builds(ToolCallEvent, ints, ints, st.text(), st.text(), st.text()),
@@ -98,7 +101,7 @@ def test_round_trip_through_json(strategy: Any, cls: Any, data: st.DataObject) -
 @given(data=event_data, seq=ints, time=st.floats(0, 2e9))
 def test_session_events_round_trip(data: Any, seq: int, time: float) -> None:
     codec = EventCodec()
-    name = next(k for k, v in codec.types.items() if v is type(data))
+    name = event_type_of(data, codec.types)
     event = SessionEvent(name, seq, time, data)
     assert codec.decode(json.loads(json.dumps(codec.encode(event)))) == event
 

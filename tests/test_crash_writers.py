@@ -85,7 +85,7 @@ class Child:
 async def test_a_second_process_is_refused_until_the_first_dies(tmp_path: Path, kind: str) -> None:
     location = location_of(kind, tmp_path)
     async with Harness(load_entrypoints=False, plugins=[make_store(kind, location)]) as h:
-        h.sessions.create(SESSION).append("user/message", UserMessage((Text("hello"),)))
+        h.sessions.create(SESSION).append(UserMessage((Text("hello"),)))
     original = await load(kind, location)
     assert original is not None
 

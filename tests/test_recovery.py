@@ -18,7 +18,8 @@ from dsh.events import (
     AssistantMessage,
     SeedEnd,
     SessionEvent,
-    StepBoundary,
+    StepEnd,
+    StepStart,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
@@ -42,7 +43,7 @@ def test_closing_events_close_an_open_turn() -> None:
     events = log(
         ("user/message", UserMessage((Text("go"),))),
         ("turn/start", TurnStart(1)),
-        ("step/start", StepBoundary(1, 1)),
+        ("step/start", StepStart(1, 1)),
         ("tool/call", ToolCallEvent(1, 1, "a", "t", "{}")),
         ("tool/result", ToolResultEvent(1, 1, "a", (Text("ok"),))),
         ("tool/call", ToolCallEvent(1, 1, "b", "t", "{}")),
@@ -51,7 +52,7 @@ def test_closing_events_close_an_open_turn() -> None:
     assert closing_events(events) == [
         ("tool/result", ToolResultEvent(1, 1, "b", UNKNOWN, True, "TOOL_OUTCOME_UNKNOWN")),
         ("tool/result", ToolResultEvent(1, 1, "c", UNKNOWN, True, "TOOL_OUTCOME_UNKNOWN")),
-        ("step/end", StepBoundary(1, 1)),
+        ("step/end", StepEnd(1, 1)),
         ("turn/end", TurnEnd(1, TurnInterrupted())),
     ]
     calls = tuple(ToolCall(i, "t", "{}") for i in "xyz")
@@ -76,8 +77,8 @@ def test_closing_events_close_an_open_turn() -> None:
 def test_a_step_that_ended_is_not_closed_again() -> None:
     events = log(
         ("turn/start", TurnStart(1)),
-        ("step/start", StepBoundary(1, 1)),
-        ("step/end", StepBoundary(1, 1)),
+        ("step/start", StepStart(1, 1)),
+        ("step/end", StepEnd(1, 1)),
     )
     assert closing_events(events) == [("turn/end", TurnEnd(1, TurnInterrupted()))]
 
@@ -176,7 +177,7 @@ async def test_resume_of_a_closed_session_only_marks_the_seed() -> None:
         assert agent.session.derive_messages() == before
         assert agent.session.persisted == len(agent.session.events) - 1
         other = h.sessions.create("b-session")
-        other.append("user/message", UserMessage((Text("x"),)))
+        other.append(UserMessage((Text("x"),)))
         await other.flush()
         h.sessions.create("empty")
         assert [s.id for s in await h.sessions.stored()] == ["b-session", "a-session"]

@@ -27,7 +27,8 @@ from dsh.events import (
     AssistantMessage,
     RetryEvent,
     SessionEvent,
-    StepBoundary,
+    StepEnd,
+    StepStart,
 )
 from dsh.request import ToolSchema
 from dsh.testing import (
@@ -118,10 +119,10 @@ async def test_a_changed_delta_is_reported_precisely() -> None:
 def step(
     *chunks: StreamChunk, content: tuple[Any, ...], usage: TokenUsage | None = None
 ) -> list[SessionEvent]:
-    events = [SessionEvent("step/start", 0, 0.0, StepBoundary(1, 1))]
+    events = [SessionEvent("step/start", 0, 0.0, StepStart(1, 1))]
     events += [SessionEvent("assistant/chunk", 0, 0.0, AssistantChunk(1, 1, c)) for c in chunks]
     events.append(SessionEvent("assistant/message", 0, 0.0, AssistantMessage(1, 1, content, usage)))
-    events.append(SessionEvent("step/end", 0, 0.0, StepBoundary(1, 1)))
+    events.append(SessionEvent("step/end", 0, 0.0, StepEnd(1, 1)))
     return [evolve(e, seq=i) for i, e in enumerate(events)]
 
 

@@ -16,7 +16,7 @@ from dsh.events import (
     ContextMessage,
     SessionEvent,
     SteeringMessage,
-    StepBoundary,
+    StepStart,
     ToolResultEvent,
     UserMessage,
 )
@@ -200,16 +200,16 @@ async def test_tools_registered_by_plugins_name_the_plugin_on_conflict() -> None
 
 def test_session_derives_model_history_from_the_log() -> None:
     s = Session("s")
-    s.append("user/message", UserMessage((Text("q"),)))
-    s.append("step/start", StepBoundary(1, 1))
-    s.append("assistant/message", AssistantMessage(1, 1, (Text("a"),)))
+    s.append(UserMessage((Text("q"),)))
+    s.append(StepStart(1, 1))
+    s.append(AssistantMessage(1, 1, (Text("a"),)))
     assert s.derive_messages() == (
         Message("user", (Text("q"),)),
         Message("assistant", (Text("a"),)),
     )
-    s.append("tool/result", ToolResultEvent(1, 1, "c", (Text("r"),), True))
-    s.append("steering/message", SteeringMessage(1, (Text("steer"),)))
-    s.append("context/message", ContextMessage((Text("ctx"),), AgentSource("boss")))
+    s.append(ToolResultEvent(1, 1, "c", (Text("r"),), True))
+    s.append(SteeringMessage(1, (Text("steer"),)))
+    s.append(ContextMessage((Text("ctx"),), AgentSource("boss")))
     derived = s.derive_messages()
     assert derived[2:] == (
         Message("user", (ToolResult("c", (Text("r"),), True),)),
@@ -243,8 +243,8 @@ async def test_store_creates_gets_lists_and_forks(harness: Harness) -> None:
     harness.sessions.create("session-1")
     a = harness.sessions.create()
     assert a.id == "session-2"
-    a.append("user/message", UserMessage((Text("x"),), PluginSource("p")))
-    a.append("user/message", UserMessage((Text("y"),)))
+    a.append(UserMessage((Text("x"),), PluginSource("p")))
+    a.append(UserMessage((Text("y"),)))
     fork = harness.sessions.fork(a, at_seq=0, session_id="child")
     assert fork.parent == a.id and len(fork) == 1
     assert harness.sessions.get("child") is fork

@@ -99,10 +99,10 @@ async def test_a_log_changed_behind_the_writer_lock_is_a_conflict() -> None:
     store = MemoryStore()
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         session = h.sessions.create("s")
-        session.append("user/message", _user("a"))
+        session.append(_user("a"))
         await session.checkpoint()
         store.stored["s"].append(store.stored["s"][0])  # written by something that holds no lock
-        session.append("user/message", _user("b"))
+        session.append(_user("b"))
         with pytest.raises(ExceptionGroup) as failed:
             await session.checkpoint()
         conflict = getattr(failed.value.exceptions[0], "error", None)

@@ -50,7 +50,7 @@ from dsh.agent import Agent
 from dsh.chunks import FinishReason, LlmFailure, StreamChunk, TokenUsage
 from dsh.content import Block, MessageSource, Text
 from dsh.converter import EventCodec
-from dsh.events import SessionEvent, TurnInterrupted, UserMessage
+from dsh.events import SeedEnd, SessionEvent, TurnEnd, TurnInterrupted, UserMessage
 from dsh.request import ToolSchema
 from dsh.session import Session, SessionBusy, SessionConflict
 from dsh.testing import ScriptedAdapter, strategies, text_response, tool_call_response
@@ -238,7 +238,7 @@ class SessionStoreContract(abc.ABC):
         harness = await self.start(directory)
         session = harness.sessions.create(session_id, seed)
         for type_, data in rest:
-            session.append(type_, data)
+            _append(session, type_, data)
         await harness.close()
         return list(session.events)
 
@@ -280,7 +280,7 @@ class SessionStoreContract(abc.ABC):
             harness = await self.start(directory)
             session = harness.sessions.create("random", events, persisted=len(events))
             for type_, item in resumed:
-                session.append(type_, item)
+                _append(session, type_, item)
             await harness.close()
             assert await self.stored(directory, "random") == list(session.events)
 
@@ -292,9 +292,9 @@ class SessionStoreContract(abc.ABC):
 
     @pytest.mark.asyncio
     async def test_a_new_session_replaces_a_stored_one_with_its_id(self, tmp_path: Path) -> None:
-        first = [("user/message", _user("old"))] * 3
+        first = [(UserMessage.type, _user("old"))] * 3
         await self.store_log(tmp_path, "reused", [], first)
-        events = await self.store_log(tmp_path, "reused", [], [("user/message", _user("new"))])
+        events = await self.store_log(tmp_path, "reused", [], [(UserMessage.type, _user("new"))])
         assert await self.stored(tmp_path, "reused") == events
 
     # -- torn tails ------------------------------------------------------------------------------
@@ -302,13 +302,13 @@ class SessionStoreContract(abc.ABC):
     async def test_a_torn_tail_is_ignored_and_cut_before_the_next_append(
         self, tmp_path: Path
     ) -> None:
-        events = await self.store_log(tmp_path, "torn", [], [("user/message", _user("a"))] * 2)
+        events = await self.store_log(tmp_path, "torn", [], [(UserMessage.type, _user("a"))] * 2)
         if not self.tear(tmp_path, "torn"):
             pytest.skip("this store's writes cannot be torn")
         assert await self.stored(tmp_path, "torn") == events
         harness = await self.start(tmp_path)
         session = harness.sessions.create("torn", events, persisted=len(events))
-        session.append("user/message", _user("after the crash"))
+        session.append(_user("after the crash"))
         await harness.close()
         assert await self.stored(tmp_path, "torn") == list(session.events)
 
@@ -344,7 +344,7 @@ class SessionStoreContract(abc.ABC):
         assert busy.value.holder is not None and busy.value.holder.pid == os.getpid()
         # A new session with the live one's id cannot replace it either.
         fresh = two.sessions.create("a-session")
-        fresh.append("user/message", _user("from the second writer"))
+        fresh.append(_user("from the second writer"))
         with pytest.raises(SessionBusy):
             await two.sessions.claim(fresh)
         assert two.sessions.get("a-session") is None  # refused sessions are forgotten
@@ -359,27 +359,27 @@ class SessionStoreContract(abc.ABC):
         await one.close()
         await two.close()
         assert after[: len(events)] == events
-        assert after[len(events)].type == "session/end-seed"
+        assert after[len(events)].type == SeedEnd.type
         assert await self.stored(tmp_path, "a-session") == after
 
     @pytest.mark.asyncio
     async def test_a_writer_never_overwrites_what_another_stored_since_it_loaded(
         self, tmp_path: Path
     ) -> None:
-        await self.store_log(tmp_path, "shared", [], [("user/message", _user("a"))])
+        await self.store_log(tmp_path, "shared", [], [(UserMessage.type, _user("a"))])
         late = await self.start(tmp_path)
         loaded = await late.sessions.load("shared")
         assert loaded is not None
         other = await self.start(tmp_path)
         first = other.sessions.create("shared", loaded, persisted=len(loaded))
-        first.append("user/message", _user("b"))
+        first.append(_user("b"))
         await other.close()
         second = late.sessions.create("shared", loaded, persisted=len(loaded))
         with pytest.raises(SessionConflict) as conflict:
             await late.sessions.claim(second)
         assert (conflict.value.stored, conflict.value.expected) == (2, 1)
         again = late.sessions.create("shared", loaded, persisted=len(loaded))
-        again.append("user/message", _user("c"))
+        again.append(_user("c"))
         with pytest.raises(ExceptionGroup) as failed:
             await again.checkpoint()  # the first write claims too, and fails the same way
         assert isinstance(getattr(failed.value.exceptions[0], "error", None), SessionConflict)
@@ -399,7 +399,7 @@ class SessionStoreContract(abc.ABC):
         directory = tmp_path_factory.mktemp("writers")
 
         async def check() -> None:
-            committed = await self.store_log(directory, "w", [], [("user/message", _user("0"))])
+            committed = await self.store_log(directory, "w", [], [(UserMessage.type, _user("0"))])
             harnesses = [await self.start(directory), await self.start(directory)]
             live: list[Session | None] = [None, None]
             for who, action in steps:
@@ -407,7 +407,7 @@ class SessionStoreContract(abc.ABC):
                 if action == "resume" and session is None:
                     live[who] = await self._resume_unless_held(harnesses[who], live[1 - who])
                 elif action == "append" and session is not None:
-                    session.append("user/message", _user(f"by {who}"))
+                    session.append(_user(f"by {who}"))
                 elif action != "resume" and session is not None:
                     if action == "checkpoint":
                         await session.checkpoint()
@@ -441,9 +441,9 @@ class SessionStoreContract(abc.ABC):
         for message in ("first", "second"):
             agent.send(message)
             await agent.wait_idle()
-        first_turn_end = next(e.seq for e in agent.session.events if e.type == "turn/end")
+        first_turn_end = next(e.seq for e in agent.session.events if isinstance(e.data, TurnEnd))
         child = harness.sessions.fork(agent.session, at_seq=first_turn_end, session_id="child")
-        child.append("user/message", _user("the child goes on"))
+        child.append(_user("the child goes on"))
         await harness.close()
         assert await self.stored(tmp_path, "child") == list(child.events)
         assert len(child.events) == first_turn_end + 2
@@ -467,7 +467,7 @@ class SessionStoreContract(abc.ABC):
         after = list(agent.session.events)
         await harness.close()
         assert after[: len(before)] == before
-        assert after[len(before)].type == "session/end-seed"
+        assert after[len(before)].type == SeedEnd.type
         assert await self.stored(tmp_path, "a-session") == after
 
     # -- crash recovery --------------------------------------------------------------------------
@@ -505,7 +505,7 @@ class SessionStoreContract(abc.ABC):
         await resumed.wait_idle()
         events = list(resumed.session.events)
         await harness.close()
-        turn_ends = [e.data.reason for e in events if e.type == "turn/end"]
+        turn_ends = [e.data.reason for e in events if isinstance(e.data, TurnEnd)]
         assert turn_ends[0] == TurnInterrupted()
         assert turn_ends[1].type == "completed"
         sent = [m for m in adapter.requests[0].messages if m.role == "user"]
@@ -525,7 +525,7 @@ class SessionStoreContract(abc.ABC):
     @pytest.mark.asyncio
     async def test_listings_are_newest_first_filtered_and_limited(self, tmp_path: Path) -> None:
         for session_id, title in [("alpha", "Hello there"), ("beta", "find me"), ("gamma", "")]:
-            content = [("user/message", _user(title))] if title else []
+            content = [(UserMessage.type, _user(title))] if title else []
             await self.store_log(tmp_path, session_id, [], [*content, (KIT_EVENT, KitEvent("x"))])
             await asyncio.sleep(0.02)  # some file systems stamp times coarsely
         listed = await self._listed(tmp_path)
@@ -538,6 +538,14 @@ class SessionStoreContract(abc.ABC):
         assert [s.id for s in await self._listed(tmp_path, "find")] == ["beta"]
         assert [s.id for s in await self._listed(tmp_path, "alph")] == ["alpha"]
         assert await self._listed(tmp_path, "nothing matches") == []
+
+
+def _append(session: Session, type_: str, data: Any) -> None:
+    """Append a drawn ``(type, data)`` pair: the raw data of an unknown type as it is."""
+    if isinstance(data, Mapping):
+        session.append_raw(type_, data)
+    else:
+        session.append(data)
 
 
 def _user(text: str) -> UserMessage:

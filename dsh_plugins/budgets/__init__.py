@@ -12,15 +12,23 @@ its parent's session. When a limit is reached the turn stops: a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from attrs import define, field, frozen
+from attrs.validators import optional
 
 from dsh import Continuation, Stop, hookimpl
 from dsh.agent import Agent
 from dsh.chunks import TokenUsage
-from dsh.events import SessionEvent
-from dsh.family import END
+from dsh.config import at_least, greater_than
+from dsh.events import (
+    AssistantMessage,
+    HistorySummary,
+    SessionEvent,
+    StepStart,
+    SubagentEnd,
+    TurnStart,
+)
 from dsh.harness import Harness
 from dsh.session import Session
 from dsh.tokens import Price, PriceBook
@@ -30,13 +38,14 @@ __all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
 
 @frozen
 class BudgetsConfig:
-    """Section ``budgets``; every limit is off unless set."""
+    """Section ``budgets``; every limit is off unless set. A turn stops once a limit is
+    reached, so a set limit is positive (a step or token limit at least 1)."""
 
-    max_steps_per_turn: int | None = None
-    max_tokens_per_turn: int | None = None
-    max_tokens_per_session: int | None = None
-    max_cost_per_turn: float | None = None
-    max_cost_per_session: float | None = None
+    max_steps_per_turn: int | None = field(default=None, validator=optional(at_least(1)))
+    max_tokens_per_turn: int | None = field(default=None, validator=optional(at_least(1)))
+    max_tokens_per_session: int | None = field(default=None, validator=optional(at_least(1)))
+    max_cost_per_turn: float | None = field(default=None, validator=optional(greater_than(0)))
+    max_cost_per_session: float | None = field(default=None, validator=optional(greater_than(0)))
     prices: dict[str, Price] = field(factory=dict)
 
 
@@ -44,10 +53,15 @@ class BudgetsConfig:
 class BudgetExceeded:
     """Data of ``budget/exceeded``."""
 
+    type: ClassVar[str] = "budget/exceeded"
     turn: int
     limit: str
     value: float
     maximum: float
+
+
+#: The events that bill model use (a sub-agent's ``subagent/end`` counts in its parent's budgets).
+_BILLED = (AssistantMessage, HistorySummary, SubagentEnd)
 
 
 @define
@@ -83,7 +97,7 @@ class BudgetsPlugin:
 
     @hookimpl
     def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
-        register("budget/exceeded", BudgetExceeded)
+        register(BudgetExceeded.type, BudgetExceeded)
 
     @hookimpl
     def dsh_harness_start(self, harness: Harness) -> None:
@@ -104,15 +118,14 @@ class BudgetsPlugin:
             self._account(spend, event)
 
     def _account(self, spend: _Spend, event: SessionEvent) -> None:
-        kind = event.type
-        if kind == "turn/start":
-            spend.turn, spend.steps, spend.turn_tokens, spend.turn_cost = event.data.turn, 0, 0, 0.0
-        elif kind == "step/start":
+        data = event.data
+        if isinstance(data, TurnStart):
+            spend.turn, spend.steps, spend.turn_tokens, spend.turn_cost = data.turn, 0, 0, 0.0
+        elif isinstance(data, StepStart):
             spend.steps += 1
-        elif kind in ("assistant/message", "compaction/summary", END) and event.data.usage:
-            # A sub-agent's usage (``subagent/end``) counts in its parent's budgets.
-            usage: TokenUsage = event.data.usage
-            cost = self.prices.cost(event.data.model, usage, event.time) or 0.0
+        elif isinstance(data, _BILLED) and data.usage:
+            usage: TokenUsage = data.usage
+            cost = self.prices.cost(data.model, usage, event.time) or 0.0
             spend.turn_tokens += _tokens(usage)
             spend.tokens += _tokens(usage)
             spend.turn_cost += cost
@@ -136,7 +149,7 @@ class BudgetsPlugin:
             return None
         for limit, value, maximum in self._limits(spend):
             if maximum is not None and value >= maximum:
-                agent.session.append("budget/exceeded", BudgetExceeded(turn, limit, value, maximum))
+                agent.session.append(BudgetExceeded(turn, limit, value, maximum))
                 reason = f"budget: {limit} reached ({value:g} of {maximum:g})"
                 return Stop(Continuation(False, reason))
         return None

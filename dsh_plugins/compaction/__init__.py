@@ -24,13 +24,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from attrs import evolve, field, frozen
+from attrs.validators import deep_mapping, instance_of, optional
 
 from dsh import Retry, hookimpl
 from dsh.agent import Agent
 from dsh.chunks import LlmFailure, TokenUsage
+from dsh.config import at_least, at_most, greater_than
 from dsh.content import Message, Text, ToolResult, text_of
-from dsh.errors import ConfigError, DshError, LlmError
+from dsh.errors import DshError, LlmError
 from dsh.events import (
+    AssistantMessage,
     ElidedResult,
     HistoryPrune,
     HistoryRewriteEnd,
@@ -69,15 +72,17 @@ class CompactionConfig:
     """
 
     enabled: bool = True
-    context_window: int | None = None
-    context_windows: dict[str, int] = field(factory=dict)
-    default_context_window: int = 128_000
-    reserve_tokens: int = 16_384
-    low_water: float = 0.6
-    keep_recent_tokens: int = 20_000
-    prune_min_chars: int = 400
+    context_window: int | None = field(default=None, validator=optional(at_least(1)))
+    context_windows: dict[str, int] = field(
+        factory=dict, validator=deep_mapping(instance_of(str), at_least(1))
+    )
+    default_context_window: int = field(default=128_000, validator=at_least(1))
+    reserve_tokens: int = field(default=16_384, validator=at_least(0))
+    low_water: float = field(default=0.6, validator=[greater_than(0), at_most(1)])
+    keep_recent_tokens: int = field(default=20_000, validator=at_least(0))
+    prune_min_chars: int = field(default=400, validator=at_least(0))
     summary_model: str | None = None
-    summary_max_tokens: int = 4_096
+    summary_max_tokens: int = field(default=4_096, validator=at_least(1))
 
 
 def choose_cut(history: Sequence[tuple[int, Message]], keep_recent_tokens: int) -> int:
@@ -154,17 +159,8 @@ class CompactionPlugin:
 
     def target(self, model: str) -> int:
         """What a compaction aims at: the low-water mark, never above the threshold."""
-        low_water = self.config.low_water
-        if not 0.0 < low_water <= 1.0:
-            # Checked here, where it is used: an error at harness start would only be logged.
-            raise ConfigError(
-                [
-                    "[compaction] low_water is a share of the context window: give a number "
-                    f"above 0 and at most 1 (0.6 is the default), not {low_water!r}"
-                ]
-            )
         window = self.context_window(model)
-        return min(self.threshold(model), int(window * low_water))
+        return min(self.threshold(model), int(window * self.config.low_water))
 
     # -- hooks -----------------------------------------------------------------------------
     @hookimpl(trylast=True)
@@ -189,10 +185,11 @@ class CompactionPlugin:
     @hookimpl
     def dsh_session_event(self, session: Any, event: SessionEvent) -> None:
         """Calibrate the meter from the usage each response reports."""
-        if event.type == "assistant/message" and event.data.usage is not None:
+        data = event.data
+        if isinstance(data, AssistantMessage) and data.usage is not None:
             found = self._estimates.pop(session.id, None)
             if found is not None:
-                self.meter.calibrate(found[0], found[1], event.data.usage)
+                self.meter.calibrate(found[0], found[1], data.usage)
 
     @hookimpl
     def dsh_agent_disposed(self, agent: Agent) -> None:
@@ -224,8 +221,7 @@ class CompactionPlugin:
         turn = agent.session.last_turn
         await self._compact(agent, turn, request, "manual", 0)
         return any(
-            e.type in ("compaction/prune", "compaction/summary")
-            for e in agent.session.events[before:]
+            isinstance(e.data, HistoryPrune | HistorySummary) for e in agent.session.events[before:]
         )
 
     async def _compact(
@@ -233,7 +229,7 @@ class CompactionPlugin:
     ) -> None:
         session = agent.session
         before = self.meter.estimate(request)
-        session.append("compaction/start", HistoryRewriteStart(turn, reason, before))
+        session.append(HistoryRewriteStart(turn, reason, before))
         history = session.history()
         cut = choose_cut(history, self.config.keep_recent_tokens)
         self._prune(agent, history[:cut])
@@ -249,7 +245,7 @@ class CompactionPlugin:
                 )
             except (LlmError, DshError) as exc:
                 error = f"summary failed: {exc}"
-        session.append("compaction/end", HistoryRewriteEnd(after, error))
+        session.append(HistoryRewriteEnd(after, error))
 
     def _prune(self, agent: Agent, head: Sequence[tuple[int, Message]]) -> None:
         elided = tuple(
@@ -261,7 +257,7 @@ class CompactionPlugin:
             > self.config.prune_min_chars
         )
         if elided:
-            agent.session.append("compaction/prune", HistoryPrune(elided))
+            agent.session.append(HistoryPrune(elided))
 
     def _estimate(self, request: LlmRequest, messages: Sequence[Message]) -> int:
         return self.meter.estimate(evolve(request, messages=tuple(messages)))
@@ -280,7 +276,7 @@ class CompactionPlugin:
         before = self._estimate(request, session.derive_messages())
         after = self._estimate(request, [summary_message(summary), *tail])
         data = HistorySummary(replaces_upto, summary, before, after, usage, model)
-        session.append("compaction/summary", data)
+        session.append(data)
         return after
 
     async def _summary_call(

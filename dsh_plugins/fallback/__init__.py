@@ -19,7 +19,7 @@ retries, counted from the switch. Configured by section ``fallback``; see
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import evolve, field, frozen
 
@@ -65,6 +65,7 @@ class FallbackEvent:
     """Data of ``llm/fallback``: attempt ``attempt`` of step ``step`` on ``from_model`` failed
     with ``code`` (``message``); the step runs again on ``to_model``."""
 
+    type: ClassVar[str] = FALLBACK_EVENT
     turn: int
     step: int
     attempt: int
@@ -102,7 +103,7 @@ class FallbackPlugin:
 
     @hookimpl
     def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
-        register(FALLBACK_EVENT, FallbackEvent)
+        register(FallbackEvent.type, FallbackEvent)
 
     @hookimpl
     def dsh_harness_start(self, harness: Harness) -> None:
@@ -182,7 +183,7 @@ class FallbackPlugin:
         if following is None:
             return None
         data = FallbackEvent(turn, step, attempt, current, following, failure.code, failure.message)
-        agent.session.append(FALLBACK_EVENT, data)
+        agent.session.append(data)
         self._switches[agent.id] = _Switch(primary, following, turn, step, attempt)
         self._switched.add(agent.id)
         return Retry(0.0, record=False)  # the switch event says it

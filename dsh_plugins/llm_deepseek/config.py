@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
+from dsh.config import at_least, greater_than
+
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "DeepSeekConfig"]
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
@@ -32,8 +34,8 @@ class DeepSeekConfig:
     base_url: str = DEFAULT_BASE_URL
     models: tuple[str, ...] = DEFAULT_MODELS
     api_key: str | None = field(default=None, repr=False)
-    connect_timeout_s: float = 10.0
-    idle_timeout_s: float = 120.0
-    first_data_timeout_s: float = 600.0
-    max_event_bytes: int = 4 * 1024 * 1024
-    max_connections: int = 0
+    connect_timeout_s: float = field(default=10.0, validator=greater_than(0))
+    idle_timeout_s: float = field(default=120.0, validator=greater_than(0))
+    first_data_timeout_s: float = field(default=600.0, validator=greater_than(0))
+    max_event_bytes: int = field(default=4 * 1024 * 1024, validator=at_least(1))
+    max_connections: int = field(default=0, validator=at_least(0))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
+from dsh.config import greater_than
+
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "OpenAISdkConfig"]
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
@@ -31,6 +33,6 @@ class OpenAISdkConfig:
     base_url: str = DEFAULT_BASE_URL
     models: tuple[str, ...] = DEFAULT_MODELS
     api_key: str | None = field(default=None, repr=False)
-    connect_timeout_s: float = 10.0
-    idle_timeout_s: float = 120.0
-    first_data_timeout_s: float = 600.0
+    connect_timeout_s: float = field(default=10.0, validator=greater_than(0))
+    idle_timeout_s: float = field(default=120.0, validator=greater_than(0))
+    first_data_timeout_s: float = field(default=600.0, validator=greater_than(0))

@@ -118,7 +118,9 @@ async def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 agent = harness.agent_loop.create("demo", AgentOptions(DEMO_MODEL, thinking=True))
                 agent.send(args.prompt)
                 await agent.wait_idle()
-                end = next(e.data for e in reversed(agent.session.events) if e.type == "turn/end")
+                end = next(
+                    e.data for e in reversed(agent.session.events) if isinstance(e.data, TurnEnd)
+                )
         except DshError as exc:
             print(f"\ndsh demo failed: {exc}", file=out)
             return 1

@@ -12,13 +12,13 @@ tells the model why and what the user could change. See ``docs/plugins/permissio
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import structlog
 from attrs import evolve, frozen
 
 from dsh.errors import DshError
-from dsh.events import PERMISSION_MODE
+from dsh.events import PermissionModeChange
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
 from dsh.tools import Effect, ToolExecution, ToolOutcome
@@ -63,6 +63,7 @@ class ApprovalAsked:
     """Data of ``approval/asked``: the host is asked whether call ``call_id`` (of tool
     ``name``, with ``arguments``) may run, and why it is asked."""
 
+    type: ClassVar[str] = ASKED
     call_id: str
     name: str
     arguments: str
@@ -75,6 +76,7 @@ class ApprovalDecided:
     decided ``by`` a ``rule``, the ``mode`` or the ``approver`` (the host that was asked),
     and why."""
 
+    type: ClassVar[str] = DECIDED
     call_id: str
     name: str
     allowed: bool
@@ -99,8 +101,8 @@ class PermissionsPlugin:
 
     @hookimpl
     def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
-        register(ASKED, ApprovalAsked)
-        register(DECIDED, ApprovalDecided)
+        register(ApprovalAsked.type, ApprovalAsked)
+        register(ApprovalDecided.type, ApprovalDecided)
 
     @hookimpl(tryfirst=True)
     async def dsh_tools_execute(
@@ -119,7 +121,6 @@ class PermissionsPlugin:
         allowed = decision.action == "allow"
         _append(
             execution,
-            DECIDED,
             ApprovalDecided(execution.call_id, tool.name, allowed, decision.by, decision.reason),
         )
         if not allowed:
@@ -140,7 +141,7 @@ class PermissionsPlugin:
 
     async def _ask(self, harness: Harness, execution: ToolExecution, asking: Decision) -> Decision:
         data = ApprovalAsked(execution.call_id, execution.name, execution.arguments, asking.reason)
-        _append(execution, ASKED, data)
+        _append(execution, data)
         approved = await harness.hooks.tools_approve(execution, asking.reason)
         return Decision("allow" if approved else "deny", "approver", asking.reason)
 
@@ -159,7 +160,7 @@ def mode_of(config: PermissionsConfig, agent: Agent | None) -> PermissionsConfig
     """``config`` in the agent's current mode: the last ``permissions/mode`` of its session
     (``agent.set_permission_mode``, ``/plan``, ``/approve``), else the configured one."""
     events = () if agent is None else agent.session.events
-    change = next((e.data for e in reversed(events) if e.type == PERMISSION_MODE), None)
+    change = next((e.data for e in reversed(events) if e.type == PermissionModeChange.type), None)
     return config if change is None else evolve(config, mode=change.mode)
 
 
@@ -171,6 +172,6 @@ def _arguments(execution: ToolExecution) -> Any:
         return {}
 
 
-def _append(execution: ToolExecution, type_: str, data: Any) -> None:
+def _append(execution: ToolExecution, data: ApprovalAsked | ApprovalDecided) -> None:
     if execution.agent is not None:
-        execution.agent.session.append(type_, data)
+        execution.agent.session.append(data)

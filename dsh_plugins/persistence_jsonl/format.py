@@ -96,7 +96,7 @@ _PACKED: dict[type, str] = {
 
 def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     """What deltas must share to be packed together; ``None`` for events that never pack."""
-    if event.type != "assistant/chunk":
+    if event.type != AssistantChunk.type:
         return None
     data = event.data
     chunk = data.chunk
@@ -162,7 +162,9 @@ def _unpack(row: dict[str, Any]) -> Iterator[SessionEvent]:
             chunk = ReasoningDelta(index, text)
         else:
             chunk = ToolCallDelta(index, row["id"], text)
-        yield SessionEvent("assistant/chunk", seq + offset, time, AssistantChunk(turn, step, chunk))
+        yield SessionEvent(
+            AssistantChunk.type, seq + offset, time, AssistantChunk(turn, step, chunk)
+        )
 
 
 def _decode_line(line: bytes, codec: EventCodec) -> list[SessionEvent]:

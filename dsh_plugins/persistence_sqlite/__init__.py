@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
-from attrs import frozen
+from attrs import field, frozen
 
+from dsh.config import greater_than
 from dsh.converter import EventCodec, dumps
 from dsh.errors import DshError
 from dsh.events import SessionEvent
@@ -109,7 +110,7 @@ class SqliteConfig:
     path: str = ""
     fsync: Fsync = "turn"
     quick_check: bool = False
-    lease_seconds: float = 3600.0
+    lease_seconds: float = field(default=3600.0, validator=greater_than(0))
 
 
 #: Where :func:`process_alive` reads a process's state and start time (Linux).

@@ -15,10 +15,11 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attrs import frozen
+from attrs import field, frozen
 
 from dsh.agent import Agent, Retry
 from dsh.chunks import LlmFailure
+from dsh.config import at_least, at_most
 from dsh.deprecation import moved
 from dsh.markers import hookimpl
 
@@ -39,11 +40,11 @@ class RetryConfig:
     the first included. A ``Retry-After`` longer than ``max_retry_after_s`` is not waited for:
     the step fails instead."""
 
-    base_delay_s: float = 0.5
-    max_delay_s: float = 10.0
-    max_attempts: int = 5
-    jitter: float = 0.1
-    max_retry_after_s: float = 60.0
+    base_delay_s: float = field(default=0.5, validator=at_least(0))
+    max_delay_s: float = field(default=10.0, validator=at_least(0))
+    max_attempts: int = field(default=5, validator=at_least(1))
+    jitter: float = field(default=0.1, validator=[at_least(0), at_most(1)])
+    max_retry_after_s: float = field(default=60.0, validator=at_least(0))
     retry_codes: tuple[str, ...] = (
         "RATE_LIMIT",
         "SERVER",

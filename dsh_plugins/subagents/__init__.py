@@ -25,7 +25,7 @@ from dsh.config import AgentLoopConfig
 from dsh.content import AgentSource, text_of
 from dsh.converter import unstructure
 from dsh.errors import DshError
-from dsh.events import TurnCompleted, TurnEnd
+from dsh.events import AssistantMessage, TurnCompleted, TurnEnd
 from dsh.markers import hookimpl
 from dsh.output import OutputError
 from dsh.profiles import find_profile, options_for
@@ -134,5 +134,5 @@ async def _answer(child: Agent) -> str:
         except OutputError as exc:
             raise ToolError(str(exc), "SUBAGENT_FAILED") from exc
         return json.dumps(unstructure(value), ensure_ascii=False)
-    message = next(e.data for e in reversed(events) if e.type == "assistant/message")
+    message = next(e.data for e in reversed(events) if isinstance(e.data, AssistantMessage))
     return text_of(message.content).strip()

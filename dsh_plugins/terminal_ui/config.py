@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from attrs import frozen
+from attrs import field, frozen
+
+from dsh.config import at_least
 
 __all__ = ["DEFAULT_MODEL", "SECTION", "TerminalUiConfig"]
 
@@ -21,4 +23,4 @@ class TerminalUiConfig:
 
     model: str = DEFAULT_MODEL
     show_reasoning: bool = True
-    history_size: int = 1000
+    history_size: int = field(default=1000, validator=at_least(0))

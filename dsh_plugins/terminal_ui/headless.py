@@ -21,7 +21,7 @@ from attrs import evolve
 
 from dsh.agent import Agent
 from dsh.errors import DshError
-from dsh.events import TurnEnd, TurnEndReason
+from dsh.events import ErrorEvent, TurnEnd, TurnEndReason
 from dsh.harness import Harness
 from dsh.output import OutputError, load_schema
 from dsh.tools import ToolExecution
@@ -169,7 +169,7 @@ def outcome(agent: Agent, since: int) -> int:
     if not ends:
         return EXIT_CODES["disposed"]
     code = exit_code(events[ends[-1]].data.reason)
-    unsaved = any(e.type == "error" for e in events[ends[-1] + 1 :])
+    unsaved = any(isinstance(e.data, ErrorEvent) for e in events[ends[-1] + 1 :])
     return code or (EXIT_CODES["error"] if unsaved else 0)
 
 

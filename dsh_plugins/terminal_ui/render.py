@@ -36,8 +36,10 @@ from dsh.events import (
     HistoryRewriteEnd,
     HistoryRewriteStart,
     HistorySummary,
+    RetryEvent,
     SessionEvent,
     SteeringMessage,
+    StepStart,
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
@@ -192,16 +194,16 @@ class Renderer:
         self._streamed = False  # text of the current attempt is on screen
         self._compaction = _Tally()
         self._events: dict[str, Callable[[Any], None]] = {
-            "step/start": self._step_start,
-            "tool/call": self._tool_call,
-            "tool/result": self._tool_result,
-            "error": self._error,
-            "steering/message": self._steering,
-            "llm/retry": self._retry,
-            "compaction/start": self._compaction_start,
-            "compaction/prune": self._compaction_prune,
-            "compaction/summary": self._compaction_summary,
-            "compaction/end": self._compaction_end,
+            StepStart.type: self._step_start,
+            ToolCallEvent.type: self._tool_call,
+            ToolResultEvent.type: self._tool_result,
+            ErrorEvent.type: self._error,
+            SteeringMessage.type: self._steering,
+            RetryEvent.type: self._retry,
+            HistoryRewriteStart.type: self._compaction_start,
+            HistoryPrune.type: self._compaction_prune,
+            HistorySummary.type: self._compaction_summary,
+            HistoryRewriteEnd.type: self._compaction_end,
         }
 
     # -- the stream --------------------------------------------------------------------------

@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dsh.chunks import TokenUsage
-from dsh.events import SessionEvent
+from dsh.events import AssistantMessage, HistorySummary, SessionEvent
 from dsh.harness import Harness
 from dsh.tokens import Price, PriceBook, Pricing
 
 __all__ = ["Price", "UsageMeter", "dollars", "price_book", "prices_from_config"]
 
-_BILLED = ("assistant/message", "compaction/summary")
+_BILLED = (AssistantMessage, HistorySummary)
 
 
 def prices_from_config(dump: Mapping[str, Any]) -> dict[str, Price]:
@@ -62,7 +62,7 @@ class UsageMeter:
         self.started = self._clock()
 
     def observe(self, event: SessionEvent) -> None:
-        if event.type in _BILLED and event.data.usage is not None:
+        if isinstance(event.data, _BILLED) and event.data.usage is not None:
             self.add(event.data.usage, event.data.model, event.time)
 
     def add(self, usage: TokenUsage, model: str | None, when: float | None = None) -> None:

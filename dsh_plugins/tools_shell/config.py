@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
+from dsh.config import at_least, greater_than
+
 __all__ = ["BASE_ENV", "SECRET_PATTERNS", "SECTION", "ShellConfig"]
 
 SECTION = "tools_shell"
@@ -68,10 +70,10 @@ class ShellConfig:
     variables wiped from its initial environment block (``/proc/<pid>/environ``).
     """
 
-    timeout_s: float = 120.0
-    max_timeout_s: float = 600.0
-    kill_grace_s: float = 2.0
-    max_output_bytes: int = 30_000
+    timeout_s: float = field(default=120.0, validator=greater_than(0))
+    max_timeout_s: float = field(default=600.0, validator=greater_than(0))
+    kill_grace_s: float = field(default=2.0, validator=at_least(0))
+    max_output_bytes: int = field(default=30_000, validator=at_least(1))
     executable: str = ""
     env_allow: tuple[str, ...] = ()
     # Values may be tokens for the commands: ``dsh config --dump`` masks them.

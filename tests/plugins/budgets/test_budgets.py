@@ -117,11 +117,11 @@ async def test_no_limits_and_stopped_turns_are_left_alone() -> None:
 
 
 def test_events_of_sessions_it_never_saw_are_ignored() -> None:
-    from dsh.events import SessionEvent, StepBoundary
+    from dsh.events import SessionEvent, StepStart
     from dsh.session import Session
 
     plugin = BudgetsPlugin()
-    plugin.dsh_session_event(Session("x"), SessionEvent("step/start", 0, 0.0, StepBoundary(1, 1)))
+    plugin.dsh_session_event(Session("x"), SessionEvent("step/start", 0, 0.0, StepStart(1, 1)))
     assert plugin.spent("x") is None
 
 

@@ -169,7 +169,9 @@ async def test_dsh_mcp_serve_on_stdio_keeps_a_session_across_two_turns(
         command=sys.executable,
         args=["-m", "dsh", "--config", str(config), "mcp", "serve", "-m", "deepseek-flash"],
         env={
-            "DSH_DISABLE_PLUGINS": "persistence_jsonl,persistence_sqlite,tools_fs,tools_shell,subagents"
+            "DSH_DISABLE_PLUGINS": (
+                "persistence_jsonl,persistence_sqlite,tools_fs,tools_shell,subagents"
+            )
         },
         cwd=str(tmp_path),
     )

@@ -487,8 +487,8 @@ class Compacting:
     @hookimpl
     def dsh_agent_request(self, agent: Agent, step: int, request: LlmRequest) -> None:
         if step == 1:
-            agent.session.append("compaction/start", HistoryRewriteStart(1, "threshold", 9000))
-            agent.session.append("compaction/end", HistoryRewriteEnd(2000, self.error))
+            agent.session.append(HistoryRewriteStart(1, "threshold", 9000))
+            agent.session.append(HistoryRewriteEnd(2000, self.error))
 
 
 @pytest.mark.parametrize("error", [None, "the summary call failed"])
@@ -500,7 +500,7 @@ async def test_compactions_are_events_of_the_turn_span(
         agent = agent_on(h, text_response("ok"))
         await run_turn(agent)
         # outside a turn (a manual compaction): no span to attach it to, nothing recorded
-        agent.session.append("compaction/start", HistoryRewriteStart(1, "manual", 9000))
+        agent.session.append(HistoryRewriteStart(1, "manual", 9000))
     events = [(e.name, dict(e.attributes or {})) for e in telemetry.one("invoke_agent a").events]
     end: dict[str, Any] = {"dsh.compaction.tokens_after": 2000}
     if error is not None:

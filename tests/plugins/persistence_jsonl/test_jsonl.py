@@ -42,7 +42,7 @@ async def store_session(
     async with Harness(load_entrypoints=False, plugins=[store], **kwargs) as h:
         session = h.sessions.create(session_id)
         for text in texts:
-            session.append("user/message", user(text))
+            session.append(user(text))
         await session.flush()
         return list(session.events)
 
@@ -72,7 +72,7 @@ async def test_config_places_the_directory_and_can_disable_the_store(
     store = JsonlStore()
     async with Harness(load_entrypoints=False, plugins=[store], config=off) as h:
         session = h.sessions.create("off")
-        session.append("user/message", user("x"))
+        session.append(user("x"))
         await session.checkpoint()
         await session.flush()
         assert await h.sessions.load("s") is None
@@ -199,7 +199,7 @@ async def test_a_torn_header_is_an_empty_session_written_anew_on_resume(tmp_path
     seed = [SessionEvent("user/message", 0, 1.0, user("kept"))]
     async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
         session = h.sessions.create("s", seed, persisted=1)  # as if another store loaded it
-        session.append("user/message", user("more"))
+        session.append(user("more"))
     assert read_session(tmp_path / "s.jsonl", CODEC) == list(session.events)
 
 
@@ -207,7 +207,7 @@ async def test_a_resumed_session_without_a_file_here_is_written_whole(tmp_path: 
     seed = [SessionEvent("user/message", 0, 1.0, user("from elsewhere"))]
     async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
         session = h.sessions.create("s", seed, persisted=1)
-        session.append("user/message", user("more"))
+        session.append(user("more"))
     assert read_session(tmp_path / "s.jsonl", CODEC) == list(session.events)
 
 
@@ -217,7 +217,7 @@ async def test_a_torn_tail_longer_than_a_read_block_is_cut(tmp_path: Path) -> No
         file.write(b"x" * 200_000)
     async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
         session = h.sessions.create("s", events, persisted=len(events))
-        session.append("user/message", user("after"))
+        session.append(user("after"))
     assert read_session(tmp_path / "s.jsonl", CODEC) == list(session.events)
     header = (tmp_path / "s.jsonl").read_bytes().split(b"\n")[0]
     assert json.loads(header)["events"] == 2
@@ -228,7 +228,7 @@ async def test_a_header_without_a_count_is_appended_to_without_one(tmp_path: Pat
     events = read_session(path, CODEC)
     async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
         session = h.sessions.create("s", events, persisted=1)
-        session.append("user/message", user("more"))
+        session.append(user("more"))
     assert len(read_session(path, CODEC)) == 2
 
 
@@ -266,7 +266,7 @@ async def test_a_directory_that_cannot_be_made_fails_naming_the_file(tmp_path: P
     h = Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path / "file" / "sessions")])
     await h.start()
     session = h.sessions.create("s")
-    session.append("user/message", user("x"))
+    session.append(user("x"))
     with pytest.raises(ExceptionGroup) as info:
         await session.checkpoint()
     [error] = info.value.exceptions
@@ -290,7 +290,7 @@ async def test_a_failed_write_leaves_no_partial_line_and_is_retried(
 
     async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
         session = h.sessions.create("s")
-        session.append("user/message", user("x"))
+        session.append(user("x"))
         monkeypatch.setattr(os, "pwrite", half_then_fail)
         with pytest.raises(ExceptionGroup, match="dsh_session_checkpoint") as info:
             await session.checkpoint()
@@ -345,10 +345,10 @@ async def test_a_closed_session_used_again_is_written_whole(tmp_path: Path) -> N
     store = JsonlStore(tmp_path)
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         session = h.sessions.create("s")
-        session.append("user/message", user("one"))
+        session.append(user("one"))
         await h.sessions.close(session)
         assert "s" not in store._files
-        session.append("user/message", user("two"))
+        session.append(user("two"))
         await session.flush()
         assert read_session(tmp_path / "s.jsonl", h.events) == list(session.events)
 
@@ -358,10 +358,10 @@ async def test_a_disabled_store_ignores_sessions(tmp_path: Path) -> None:
     config = {"persistence_jsonl": {"enabled": False}}
     async with Harness(load_entrypoints=False, plugins=[store], config=config) as h:
         session = h.sessions.create("s")
-        session.append("user/message", user("x"))
+        session.append(user("x"))
         await session.checkpoint()
         await h.sessions.close(session)
-        session.append("user/message", user("y"))
+        session.append(user("y"))
     assert store._files == {}
 
 

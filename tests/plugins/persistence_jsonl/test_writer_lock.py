@@ -41,7 +41,7 @@ async def store(directory: Path, session_id: str, *texts: str) -> list[SessionEv
 async def test_the_lock_file_names_the_holder_while_the_session_is_open(tmp_path: Path) -> None:
     async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
         session = h.sessions.create("s")
-        session.append("user/message", user("x"))
+        session.append(user("x"))
         await session.checkpoint()
         lock = lock_path(tmp_path / "s.jsonl")
         assert lock == tmp_path / "s.jsonl.lock"
@@ -145,7 +145,7 @@ async def test_a_resumed_session_ending_in_a_packed_run_is_appended_to(tmp_path:
     loaded = read_session(tmp_path / "s.jsonl", CODEC)
     async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
         session = h.sessions.create("s", loaded, persisted=len(loaded))
-        session.append("user/message", user("after"))
+        session.append(user("after"))
     assert read_session(tmp_path / "s.jsonl", CODEC) == list(session.events)
 
 
@@ -183,7 +183,7 @@ async def test_a_file_that_holds_no_event_is_written_anew(tmp_path: Path) -> Non
     (tmp_path / "s.jsonl").write_text(json.dumps({**header, "title": ""}) + "\n")  # no event
     async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
         resumed = h.sessions.create("s", events("from elsewhere"), persisted=1)
-        resumed.append("user/message", user("more"))
+        resumed.append(user("more"))
     assert read_session(tmp_path / "s.jsonl", CODEC) == list(resumed.events)
 
 

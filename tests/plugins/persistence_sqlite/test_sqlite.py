@@ -23,7 +23,7 @@ def user(text: str) -> UserMessage:
 async def store_one(store: SqliteStore, session_id: str = "s", **kwargs: Any) -> None:
     async with Harness(load_entrypoints=False, plugins=[store], **kwargs) as h:
         session = h.sessions.create(session_id)
-        session.append("user/message", user("hello"))
+        session.append(user("hello"))
 
 
 async def test_off_by_default_and_placed_by_config(
@@ -32,7 +32,7 @@ async def test_off_by_default_and_placed_by_config(
     store = SqliteStore()
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         session = h.sessions.create("s")
-        session.append("user/message", user("x"))
+        session.append(user("x"))
         await session.checkpoint()
         assert await h.sessions.load("s") is None
         assert await h.sessions.stored() == []
@@ -96,12 +96,12 @@ async def test_a_failed_commit_rolls_back_and_keeps_the_events(tmp_path: Path) -
     h = Harness(load_entrypoints=False, plugins=[store])
     await h.start()
     session = h.sessions.create("s")
-    session.append("user/message", user("one"))
+    session.append(user("one"))
     await session.flush()
     other = sqlite3.connect(path, isolation_level=None)
     # Someone else wrote seq 1: the next insert conflicts inside the transaction.
     other.execute("INSERT INTO events VALUES ('s', 1, 0, 'user/message', '{}')")
-    session.append("user/message", user("two"))
+    session.append(user("two"))
     with pytest.raises(ExceptionGroup) as info:
         await session.checkpoint()
     assert "cannot write session 's'" in str(info.value.exceptions[0])
@@ -127,7 +127,7 @@ async def test_a_missing_event_is_an_error(tmp_path: Path) -> None:
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
         session = h.sessions.create("s")
         for text in ("a", "b", "c"):
-            session.append("user/message", user(text))
+            session.append(user(text))
     sqlite3.connect(path, isolation_level=None).execute("DELETE FROM events WHERE seq = 1")
     with pytest.raises(HookError, match="session 's' misses the event with seq 1"):
         await stored_events(path, "s")
@@ -139,7 +139,7 @@ async def test_a_resumed_session_whose_count_differs_is_a_conflict_that_deletes_
     path = tmp_path / "s.db"
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
         session = h.sessions.create("s")
-        session.append("user/message", user("a"))
+        session.append(user("a"))
     stored = list(session.events)
     events = [*stored, SessionEvent("user/message", 1, 1.0, user("loaded elsewhere"))]
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
@@ -155,7 +155,7 @@ async def test_a_resumed_session_from_another_store_is_written_whole(tmp_path: P
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
         session = h.sessions.create("s", seed, persisted=1)
         await h.sessions.claim(session)  # nothing to write yet: only the lease
-        session.append("user/message", user("more"))
+        session.append(user("more"))
     assert await stored_events(path, "s") == list(session.events)
 
 
@@ -163,8 +163,8 @@ async def test_a_closed_session_used_again_is_written_whole(tmp_path: Path) -> N
     store = SqliteStore(tmp_path / "s.db")
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         session = h.sessions.create("s")
-        session.append("user/message", UserMessage((Text("one"),)))
+        session.append(UserMessage((Text("one"),)))
         await h.sessions.close(session)
-        session.append("user/message", UserMessage((Text("two"),)))
+        session.append(UserMessage((Text("two"),)))
         await session.flush()
         assert store.dsh_session_load("s") == list(session.events)

@@ -79,7 +79,7 @@ def dead_pid() -> int:
 async def test_the_database_is_created_private(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
-        h.sessions.create("s").append("user/message", user("secret"))
+        h.sessions.create("s").append(user("secret"))
         await h.sessions.get("s").checkpoint()  # type: ignore[union-attr]
         assert stat.S_IMODE((tmp_path / "sessions.db-wal").stat().st_mode) == 0o600
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -136,7 +136,7 @@ async def store_more(path: Path) -> None:
     loaded = await stored(path, "s")
     async with Harness(load_entrypoints=False, plugins=[SqliteStore(path)]) as h:
         session = h.sessions.create("s", loaded, persisted=len(loaded))
-        session.append("user/message", user("more"))
+        session.append(user("more"))
     assert await stored(path, "s") == list(session.events)
 
 
@@ -161,7 +161,7 @@ async def test_a_holder_whose_lease_was_taken_over_cannot_write(tmp_path: Path) 
         session = h.sessions.create("s", events("a"))
         await session.checkpoint()
         put_lease(path, "s", host="elsewhere", pid=1)  # it was idle too long: taken over
-        session.append("user/message", user("b"))
+        session.append(user("b"))
         with pytest.raises(ExceptionGroup) as failed:
             await session.checkpoint()
         assert isinstance(failed.value.exceptions[0], HookError)
@@ -180,7 +180,7 @@ async def test_rows_written_behind_the_lease_are_a_conflict_not_overwritten(
         await session.checkpoint()
         outside = sqlite3.connect(path, isolation_level=None)  # a writer that ignores leases
         outside.execute("UPDATE sessions SET events = 2 WHERE id = 's'")
-        session.append("user/message", user("b"))
+        session.append(user("b"))
         with pytest.raises(ExceptionGroup) as failed:
             await session.checkpoint()
         conflict = getattr(failed.value.exceptions[0], "error", None)

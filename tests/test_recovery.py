@@ -125,10 +125,17 @@ async def crash_mid_tool(store: MemoryStore) -> None:
     agent.steer("steer me")
     await asyncio.sleep(0)  # let the background checkpoints of the queued messages run
     # The process dies here: nothing after the last checkpoint reaches the store.
+    durable = list(store.stored["a-session"])
+    drivers = [task for task in asyncio.all_tasks() if task.get_name() == "dsh:a"]
+    for task in drivers:
+        task.cancel()
+    # A dead process runs no cleanup; this one's cancelled driver does (it closes its session),
+    # so let it finish now, then put the store back as the crash left it: the log as it was,
+    # nothing pending, no writer (the OS releases a dead holder's lock).
+    await asyncio.gather(*drivers, return_exceptions=True)
+    store.stored["a-session"] = durable
     store.pending.clear()
-    for task in asyncio.all_tasks():
-        if task.get_name() == "dsh:a":
-            task.cancel()
+    store.release("a-session")
 
 
 async def test_resume_after_a_crash_closes_the_turn_and_restores_the_queue() -> None:

@@ -109,10 +109,20 @@ async def run_stdio(server: MCPServer[Any]) -> None:
     await server.run_stdio_async()
 
 
+#: Seconds a stopping HTTP server waits for connected clients before cancelling them.
+SHUTDOWN_GRACE_S = 2
+
+
 def http_server(server: MCPServer[Any], host: str, port: int) -> uvicorn.Server:
-    """A uvicorn server for the streamable HTTP endpoint ``http://<host>:<port>/mcp``."""
+    """A uvicorn server for the streamable HTTP endpoint ``http://<host>:<port>/mcp``.
+
+    A stopping server gives connected clients :data:`SHUTDOWN_GRACE_S` to finish, then cancels
+    their requests: a client that keeps its event stream open must not hold the shutdown."""
     app = server.streamable_http_app(host=host)
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+    )
+    return uvicorn.Server(config)
 
 
 async def run_http(server: MCPServer[Any], host: str, port: int) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from attrs import frozen
 
 from dsh import AgentOptions, Harness, Tool
+from dsh.events import AssistantMessage, HistorySummary, TurnCompleted, TurnEnd
 from dsh.request import ToolSchema
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
@@ -68,11 +69,11 @@ async def conversation(turns: int, low_water: float) -> Figures:
         usages = [
             e.data.usage
             for e in events
-            if e.type in ("assistant/message", "compaction/summary") and e.data.usage is not None
+            if isinstance(e.data, AssistantMessage | HistorySummary) and e.data.usage is not None
         ]
-        ends = [e.data.reason.type for e in events if e.type == "turn/end"]
-        if ends != ["completed"] * turns:
-            raise SystemExit(f"a turn did not complete: {sorted(set(ends))}")
+        ends = [e.data.reason for e in events if isinstance(e.data, TurnEnd)]
+        if ends != [TurnCompleted()] * turns:
+            raise SystemExit(f"a turn did not complete: {sorted({r.type for r in ends})}")
         return Figures(
             turns=turns,
             compactions=sum(1 for e in events if e.type == "compaction/start"),

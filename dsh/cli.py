@@ -25,6 +25,7 @@ from dsh.events import (
     AssistantMessage,
     ErrorEvent,
     SessionEvent,
+    TurnCompleted,
     TurnEnd,
     TurnStart,
 )
@@ -180,7 +181,8 @@ async def _sessions_list(harness: Harness, args: argparse.Namespace) -> int:
 
 def _last_turn(events: Sequence[SessionEvent]) -> tuple[str, str]:
     """The model a session last called and how its last turn ended (``-`` when unknown)."""
-    model = next((e.data.model for e in reversed(events) if getattr(e.data, "model", None)), "-")
+    models = (getattr(e.data, "model", None) for e in reversed(events))
+    model: str = next((m for m in models if m), "-")
     ends = (outcome(e.data.reason) for e in reversed(events) if isinstance(e.data, TurnEnd))
     return model, next(ends, "-")
 
@@ -217,11 +219,11 @@ async def _sessions_resume(harness: Harness, args: argparse.Namespace) -> int:
     await agent.wait_idle()
     ran = agent.session.events[shown:]
     _print_events(ran)
-    ends = [e.data.reason.type for e in ran if isinstance(e.data, TurnEnd)]
+    ends = [e.data.reason for e in ran if isinstance(e.data, TurnEnd)]
     # An error right after a turn's end: that turn's log could not be saved.
     pairs = itertools.pairwise(ran)
     unsaved = any(isinstance(a.data, TurnEnd) and isinstance(b.data, ErrorEvent) for a, b in pairs)
-    return 0 if all(end == "completed" for end in ends) and not unsaved else 1
+    return 0 if all(isinstance(end, TurnCompleted) for end in ends) and not unsaved else 1
 
 
 def _last_model(events: Sequence[SessionEvent]) -> str | None:

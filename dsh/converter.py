@@ -18,7 +18,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 from dsh.chunks import FinishReason, StreamChunk
 from dsh.content import Block, Image, MessageSource, Text
 from dsh.errors import DshError
-from dsh.events import CORE_EVENT_TYPES, SessionEvent, TurnEndReason
+from dsh.events import CORE_EVENT_TYPES, EventData, RawEventData, SessionEvent, TurnEndReason
 
 __all__ = ["EventCodec", "converter", "dumps", "structure", "unstructure"]
 
@@ -66,6 +66,11 @@ for _union in (Block, MessageSource, FinishReason, StreamChunk, TurnEndReason):
     _tag_union(_union)
 _tag_union(Text | Image)
 
+# The data of an event of an unknown type is the fields it was stored as, however it is turned
+# into JSON: ``unstructure(event.data)`` gives what the log holds, not a wrapper around it.
+converter.register_unstructure_hook(RawEventData, lambda raw: raw.fields)
+converter.register_structure_hook(RawEventData, lambda fields, _: RawEventData(fields))
+
 
 def _compact_json() -> Callable[[Any], str]:
     """Compact JSON text of JSON-ready data. CPython's C encoder is called directly when
@@ -103,7 +108,8 @@ class EventCodec:
     """Encodes and decodes session events by their registered type.
 
     Events of a type nobody registered (a plugin that is no longer installed) decode with their
-    ``data`` left as the raw mapping, so loading an old log never loses anything.
+    ``data`` kept as :class:`~dsh.events.RawEventData`, the stored fields, and encode back to
+    those fields, so loading an old log never loses anything.
     """
 
     def __init__(self) -> None:
@@ -117,11 +123,14 @@ class EventCodec:
         self.types[name] = data_cls
 
     def encode(self, event: SessionEvent) -> dict[str, Any]:
-        data = event.data if isinstance(event.data, Mapping) else unstructure(event.data)
-        return {"type": event.type, "seq": event.seq, "time": event.time, "data": data}
+        data = event.data
+        fields = data.fields if isinstance(data, RawEventData) else unstructure(data)
+        return {"type": event.type, "seq": event.seq, "time": event.time, "data": fields}
 
     def decode(self, raw: Mapping[str, Any]) -> SessionEvent:
         name = raw["type"]
         data_cls = self.types.get(name)
-        data = raw["data"] if data_cls is None else structure(raw["data"], data_cls)
+        data: EventData = (
+            RawEventData(raw["data"]) if data_cls is None else structure(raw["data"], data_cls)
+        )
         return SessionEvent(name, raw["seq"], raw["time"], data)

@@ -3,16 +3,18 @@
 Every event is ``SessionEvent(type, seq, time, data)``; ``data`` is an attrs instance of the class
 registered for ``type``, and each class here carries its ``type`` as a class variable (as chunks
 and blocks do), so ``session.append(data)`` needs no type string and the strings live here only.
-The built-in types are listed in :data:`CORE_EVENT_TYPES`; plugins add their own through
-``dsh_register_event_types``.
+The built-in types are listed in :data:`CORE_EVENT_TYPES` (their classes form the union
+:data:`CoreEventData`); plugins add their own through ``dsh_register_event_types``; an event of
+a type nobody registered keeps its stored fields as :class:`RawEventData`. ``data`` is typed
+:data:`EventData`, so it is read by narrowing: ``isinstance(event.data, TurnEnd)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias, get_args
 
-from attrs import frozen
+from attrs import AttrsInstance, frozen
 
 from dsh.chunks import LlmFailure, StreamChunk, TokenUsage
 from dsh.content import Block, Image, MessageSource, Text, UserSource
@@ -25,8 +27,10 @@ __all__ = [
     "AssistantChunk",
     "AssistantMessage",
     "ContextMessage",
+    "CoreEventData",
     "ElidedResult",
     "ErrorEvent",
+    "EventData",
     "HistoryPrune",
     "HistoryRewriteEnd",
     "HistoryRewriteStart",
@@ -36,6 +40,7 @@ __all__ = [
     "OutputRetry",
     "PermissionModeChange",
     "QueuedMessage",
+    "RawEventData",
     "RetryEvent",
     "SeedEnd",
     "SessionEvent",
@@ -61,16 +66,6 @@ __all__ = [
     "WithdrawnMessage",
     "event_type_of",
 ]
-
-
-@frozen
-class SessionEvent:
-    """One entry of a session log. ``seq`` is contiguous from 0; ``time`` is epoch seconds."""
-
-    type: str
-    seq: int
-    time: float
-    data: Any
 
 
 @frozen
@@ -441,35 +436,65 @@ class PermissionModeChange:
     mode: str
 
 
-_CORE_EVENT_CLASSES: tuple[type[Any], ...] = (
-    UserMessage,
-    QueuedMessage,
-    WithdrawnMessage,
-    SeedEnd,
-    ContextMessage,
-    SteeringMessage,
-    TurnStart,
-    TurnEnd,
-    StepStart,
-    StepEnd,
-    AssistantChunk,
-    AssistantMessage,
-    ToolCallEvent,
-    ToolResultEvent,
-    ErrorEvent,
-    RetryEvent,
-    HistoryRewriteStart,
-    HistoryPrune,
-    HistorySummary,
-    HistoryRewriteEnd,
-    SubagentParent,
-    SubagentStart,
-    SubagentEnd,
-    OutputRetry,
-    OutputResult,
-    OutputFailed,
-    PermissionModeChange,
+#: The data of every built-in event type: ``isinstance`` narrows a :attr:`SessionEvent.data` to
+#: one of them.
+CoreEventData: TypeAlias = (
+    UserMessage
+    | QueuedMessage
+    | WithdrawnMessage
+    | SeedEnd
+    | ContextMessage
+    | SteeringMessage
+    | TurnStart
+    | TurnEnd
+    | StepStart
+    | StepEnd
+    | AssistantChunk
+    | AssistantMessage
+    | ToolCallEvent
+    | ToolResultEvent
+    | ErrorEvent
+    | RetryEvent
+    | HistoryRewriteStart
+    | HistoryPrune
+    | HistorySummary
+    | HistoryRewriteEnd
+    | SubagentParent
+    | SubagentStart
+    | SubagentEnd
+    | OutputRetry
+    | OutputResult
+    | OutputFailed
+    | PermissionModeChange
 )
+
+_CORE_EVENT_CLASSES: tuple[type[CoreEventData], ...] = get_args(CoreEventData)
+
+
+@frozen
+class RawEventData:
+    """The data of an event of a type this build does not know (its plugin is not installed),
+    kept as the JSON ``fields`` it was stored as: it is written back unchanged, so loading and
+    storing an old log loses nothing. Add one with :meth:`~dsh.session.Session.append_raw`."""
+
+    fields: Mapping[str, Any]
+
+
+#: What :attr:`SessionEvent.data` holds: a built-in event's data, a plugin-registered attrs
+#: class's instance, or the raw fields of an unknown type.
+EventData: TypeAlias = CoreEventData | RawEventData | AttrsInstance
+
+
+@frozen
+class SessionEvent:
+    """One entry of a session log. ``seq`` is contiguous from 0; ``time`` is epoch seconds.
+    Read ``data`` by narrowing it: ``isinstance(event.data, TurnEnd)``."""
+
+    type: str
+    seq: int
+    time: float
+    data: EventData
+
 
 #: Every built-in event type and the class of its ``data``, keyed by the class's own tag.
 CORE_EVENT_TYPES: dict[str, type[Any]] = {cls.type: cls for cls in _CORE_EVENT_CLASSES}
@@ -483,6 +508,11 @@ def event_type_of(data: object, registry: Mapping[str, type[Any]] = CORE_EVENT_T
     if isinstance(tag, str):
         return tag
     names = [name for name, known in registry.items() if known is cls]
+    if cls is RawEventData:
+        raise DshError(
+            "raw event data carries no type of its own: append it with "
+            "session.append_raw(type, data.fields)"
+        )
     if len(names) != 1:
         found = f"it is registered as {sorted(names)}" if names else "no event type is registered"
         raise DshError(

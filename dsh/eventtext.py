@@ -17,8 +17,10 @@ from dsh.events import (
     HistoryRewriteEnd,
     HistoryRewriteStart,
     HistorySummary,
+    RawEventData,
     SessionEvent,
     StepBoundary,
+    ToolCallEvent,
     TurnEnd,
     TurnEndReason,
     TurnError,
@@ -59,9 +61,9 @@ def describe(event: SessionEvent) -> str:
     content: tuple[Block, ...] | None = getattr(data, "content", None)
     if content is not None:
         return _content(content, getattr(data, "model", None))
-    if hasattr(data, "arguments"):
+    if isinstance(data, ToolCallEvent):
         return brief(f"{data.name}({data.arguments})")
-    return brief(_fields(data))
+    return brief(_fields(data.fields if isinstance(data, RawEventData) else data))
 
 
 def _rewrite(data: HistoryRewriteStart | HistoryPrune | HistorySummary | HistoryRewriteEnd) -> str:

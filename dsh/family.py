@@ -17,7 +17,7 @@ what its children spent.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from dsh.chunks import TokenUsage
 from dsh.config import AgentLoopConfig
@@ -36,6 +36,7 @@ from dsh.events import (
     TurnDisposed,
     TurnEnd,
     TurnEndReason,
+    TurnInterrupted,
     TurnStart,
 )
 from dsh.markers import hookimpl
@@ -60,7 +61,7 @@ A = TypeVar("A", bound="Agent")
 PLUGIN_NAME = "dsh:family"
 PARENT, START, END = SUBAGENT_PARENT, SUBAGENT_START, SUBAGENT_END
 #: ``SubagentEnd.outcome`` of a child whose process stopped while it ran.
-INTERRUPTED = "interrupted"
+INTERRUPTED = TurnInterrupted.type
 
 
 def _position(events: Sequence[SessionEvent]) -> tuple[int, int]:
@@ -83,7 +84,7 @@ def _spent(events: Sequence[SessionEvent]) -> tuple[TokenUsage | None, str | Non
     return usage, messages[-1].model
 
 
-def unfinished_children(events: Sequence[SessionEvent]) -> list[tuple[str, Any]]:
+def unfinished_children(events: Sequence[SessionEvent]) -> list[tuple[str, SubagentEnd]]:
     """``subagent/end`` (``interrupted``) for each ``subagent/start`` in ``events`` without
     its end: the children a crash left running."""
     ended = {e.data.session_id for e in events if isinstance(e.data, SubagentEnd)}
@@ -167,7 +168,8 @@ class Family:
         self._children[id(parent)].remove(agent)
         events = agent.session.events
         usage, model = _spent(events)
-        link: SubagentParent = events[0].data
+        link = events[0].data
+        assert isinstance(link, SubagentParent)  # a child's log starts with where it was made
         end = SubagentEnd(agent.id, agent.session.id, _outcome(events), usage, model, link.call_id)
         parent.session.append(end)
 

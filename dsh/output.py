@@ -222,10 +222,10 @@ def result_of(agent: Agent) -> Any:
     if output_type is None:
         raise OutputError(f"agent {agent.id!r} has no output_type: set AgentOptions(output_type)")
     events = agent.session.events
-    end = next((e for e in reversed(events) if isinstance(e.data, TurnEnd)), None)
+    end = next((e.data for e in reversed(events) if isinstance(e.data, TurnEnd)), None)
     if end is None:
         raise OutputError(f"agent {agent.id!r} has not finished a turn yet")
-    turn = end.data.turn
+    turn = end.turn
     for event in reversed(_turn_events(events, turn)):  # the latest word counts
         if isinstance(event.data, OutputResult):
             spec = output_spec(output_type)
@@ -235,8 +235,8 @@ def result_of(agent: Agent) -> Any:
                 f"turn {turn} gave no valid {output_spec(output_type).name} after "
                 f"{event.data.attempts} attempts: {event.data.error}"
             )
-    if not isinstance(end.data.reason, TurnCompleted):
-        raise OutputError(f"turn {turn} ended {end.data.reason.type}, without a result")
+    if not isinstance(end.reason, TurnCompleted):
+        raise OutputError(f"turn {turn} ended {end.reason.type}, without a result")
     raise OutputError(f"turn {turn} completed without a result")
 
 

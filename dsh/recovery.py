@@ -13,7 +13,7 @@ messages (``AgentLoop.resume``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsh.content import Text, ToolCall
 from dsh.errors import DshError
@@ -25,6 +25,7 @@ from dsh.events import (
     SteeringMessage,
     StepEnd,
     StepStart,
+    SubagentEnd,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
@@ -40,7 +41,10 @@ from dsh.session import open_turn
 if TYPE_CHECKING:
     from dsh.session import Session, SessionStore
 
-__all__ = ["closing_events", "pending_messages", "reopen"]
+__all__ = ["ClosingEvent", "closing_events", "pending_messages", "reopen"]
+
+#: What closing an open turn appends (see :func:`closing_events`).
+ClosingEvent = SubagentEnd | ToolResultEvent | StepEnd | TurnEnd
 
 NOT_STARTED = (Text("Error: the process stopped before this tool call started; it did not run."),)
 UNKNOWN = (
@@ -51,13 +55,13 @@ UNKNOWN = (
 )
 
 
-def closing_events(events: Sequence[SessionEvent]) -> list[tuple[str, Any]]:
+def closing_events(events: Sequence[SessionEvent]) -> list[tuple[str, ClosingEvent]]:
     """The ``(type, data)`` pairs that close the turn left open at the end of ``events``, after
     a ``subagent/end`` (``interrupted``) for each sub-agent that was still running."""
     children = unfinished_children(events)
     turn = open_turn(events)
     if turn is None:
-        return children
+        return [*children]
     start = max(e.seq for e in events if isinstance(e.data, TurnStart))
     unanswered: dict[str, tuple[int, bool]] = {}  # call id -> (step, dispatched)
     step: int | None = None
@@ -74,7 +78,7 @@ def closing_events(events: Sequence[SessionEvent]) -> list[tuple[str, Any]]:
             step = data.step
         elif isinstance(data, StepEnd):
             step = None
-    closing: list[tuple[str, Any]] = children + [
+    closing: list[tuple[str, ClosingEvent]] = [*children] + [
         (ToolResultEvent.type, _unanswered(turn, call_step, call_id, dispatched))
         for call_id, (call_step, dispatched) in unanswered.items()
     ]

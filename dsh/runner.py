@@ -22,7 +22,6 @@ from dsh.content import text_of
 from dsh.errors import DshError
 from dsh.events import (
     AssistantMessage,
-    SessionEvent,
     SubagentEnd,
     TurnCompleted,
     TurnEnd,
@@ -160,9 +159,9 @@ def _free_id(harness: Harness) -> str:
 async def _result(harness: Harness, agent: Agent, since: int) -> RunResult:
     events = agent.session.events[since:]
     end = next(e.data for e in reversed(events) if isinstance(e.data, TurnEnd))
-    messages = [e for e in events if isinstance(e.data, AssistantMessage)]
+    messages = [e.data for e in events if isinstance(e.data, AssistantMessage)]
     # What the run used: its own model calls and its sub-agents' (each ``subagent/end``).
-    spent = [e for e in events if isinstance(e.data, AssistantMessage | SubagentEnd)]
+    spent = [(e.time, e.data) for e in events if isinstance(e.data, AssistantMessage | SubagentEnd)]
     output, error = None, _failure(end)
     if agent.options.output_type is not None:
         try:
@@ -170,9 +169,9 @@ async def _result(harness: Harness, agent: Agent, since: int) -> RunResult:
         except OutputError as exc:
             error = error or str(exc)
     return RunResult(
-        text=text_of(messages[-1].data.content).strip() if messages else "",
+        text=text_of(messages[-1].content).strip() if messages else "",
         output=output,
-        usage=sum((m.data.usage or TokenUsage() for m in spent), TokenUsage()),
+        usage=sum((data.usage or TokenUsage() for _, data in spent), TokenUsage()),
         cost=_cost(harness, spent),
         session_id=agent.session.id,
         reason=end.reason,
@@ -185,10 +184,12 @@ def _failure(end: TurnEnd) -> str | None:
     return None if failure is None else f"{failure.code}: {failure.message}"
 
 
-def _cost(harness: Harness, messages: Sequence[SessionEvent]) -> float | None:
+def _cost(
+    harness: Harness, spent: Sequence[tuple[float, AssistantMessage | SubagentEnd]]
+) -> float | None:
+    """What ``spent`` (each a time and the data that used tokens then) cost, if every price
+    is known."""
     book = PriceBook({}, harness.llm.pricing)
-    costs = [
-        book.cost(m.data.model, m.data.usage, m.time) if m.data.usage else 0.0 for m in messages
-    ]
+    costs = [book.cost(data.model, data.usage, t) if data.usage else 0.0 for t, data in spent]
     known = [c for c in costs if c is not None]
-    return sum(known) if messages and len(known) == len(costs) else None
+    return sum(known) if spent and len(known) == len(costs) else None

@@ -34,8 +34,10 @@ from dsh.events import (
     CORE_EVENT_TYPES,
     AssistantMessage,
     ContextMessage,
+    EventData,
     HistoryPrune,
     HistorySummary,
+    RawEventData,
     SessionEvent,
     SteeringMessage,
     ToolResultEvent,
@@ -44,7 +46,7 @@ from dsh.events import (
     UserMessage,
     event_type_of,
 )
-from dsh.store import Batch, BufferedStore
+from dsh.store import AsyncBufferedStore, Batch, BufferedStore, LeaseInfo
 
 log = structlog.get_logger("dsh.session")
 
@@ -53,8 +55,10 @@ if TYPE_CHECKING:
     from dsh.hooks import Hooks
 
 __all__ = [
+    "AsyncBufferedStore",
     "Batch",
     "BufferedStore",
+    "LeaseInfo",
     "Session",
     "SessionBusy",
     "SessionConflict",
@@ -63,6 +67,7 @@ __all__ = [
     "Writer",
     "agent_id_of",
     "context_message",
+    "derive_history",
     "failures",
     "new_session_id",
     "source_label",
@@ -137,6 +142,46 @@ def _project(event: SessionEvent) -> Message | None:
     return None
 
 
+#: The data of the events that can change the derived history.
+_HISTORY_DATA = (
+    UserMessage,
+    SteeringMessage,
+    AssistantMessage,
+    ToolResultEvent,
+    ContextMessage,
+    HistorySummary,
+    HistoryPrune,
+)
+
+
+def fold_history(derived: list[tuple[int, Message]], event: SessionEvent) -> bool:
+    """Fold one event into ``derived`` (messages with the seq of their event), in place.
+    Returns whether earlier messages were rewritten (a summary or a prune); otherwise at most
+    one message was appended."""
+    data = event.data
+    if isinstance(data, HistorySummary):
+        kept = [(seq, m) for seq, m in derived if seq >= data.replaces_upto]
+        derived[:] = [(event.seq, summary_message(data.summary)), *kept]
+        return True
+    if isinstance(data, HistoryPrune):
+        notes = {e.call_id: e.note for e in data.elided}
+        derived[:] = [(seq, _elide(m, notes)) for seq, m in derived]
+        return True
+    message = _project(event)
+    if message is not None:
+        derived.append((event.seq, message))
+    return False
+
+
+def derive_history(events: Iterable[SessionEvent]) -> list[tuple[int, Message]]:
+    """The model-visible history of ``events`` in one pass (what :meth:`Session.history`
+    keeps up to date incrementally)."""
+    derived: list[tuple[int, Message]] = []
+    for event in events:
+        fold_history(derived, event)
+    return derived
+
+
 @frozen
 class Writer:
     """Who holds a session's writer lock: what a refused second writer is told, so that the
@@ -162,11 +207,16 @@ class SessionBusy(DshError):
     def __init__(self, session_id: str, holder: Writer | None, where: str = "") -> None:
         self.session_id = session_id
         self.holder = holder
+        self.where = where
         who = str(holder) if holder is not None else "another process (not yet identified)"
         super().__init__(
             f"session {session_id!r} is open for writing by {who}{where}: a session has one "
             "writer at a time; stop that process (or let it finish) and resume the session again"
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled with its fields, so that it crosses process boundaries (a cluster's workers).
+        return type(self), (self.session_id, self.holder, self.where)
 
 
 class SessionConflict(DshError):
@@ -177,11 +227,15 @@ class SessionConflict(DshError):
         self.session_id = session_id
         self.stored = stored
         self.expected = expected
+        self.where = where
         super().__init__(
             f"session {session_id!r}{where}: the store holds {stored} event(s) but this process "
             f"continues a log of {expected}; another process wrote it since it was loaded. "
             "Nothing was overwritten: resume the session again to continue from what is stored"
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.session_id, self.stored, self.expected, self.where)
 
 
 def _leaves(exc: BaseException) -> tuple[BaseException, ...]:
@@ -250,7 +304,12 @@ class Session:
             self._events.append(event)
         self.persisted = persisted
         self._hooks = hooks
+        # The derived history, kept up to date as events arrive (a fold over the log): each
+        # message with the seq of its event, the messages alone (what a request carries) and,
+        # once asked for and until the history changes, those as a tuple.
         self._derived: list[tuple[int, Message]] = []
+        self._derived_messages: list[Message] = []
+        self._derived_tuple: tuple[Message, ...] | None = ()
         self._derived_upto = 0
 
     @property
@@ -270,9 +329,9 @@ class Session:
         return 0
 
     @overload
-    def append(self, data: object, /) -> SessionEvent: ...
+    def append(self, data: EventData, /) -> SessionEvent: ...
     @overload
-    def append(self, type: str, data: object, /) -> SessionEvent: ...
+    def append(self, type: str, data: EventData, /) -> SessionEvent: ...
     def append(self, *args: Any) -> SessionEvent:
         """Append an event carrying ``data`` and tell the observers. Its type is the tag of
         ``data``'s class (:func:`~dsh.events.event_type_of`), so a value cannot be logged under
@@ -294,17 +353,18 @@ class Session:
     def append_raw(self, type: str, data: Mapping[str, Any]) -> SessionEvent:
         """Append an event of a ``type`` nobody registered, its ``data`` the raw JSON mapping,
         as a log written by a plugin that is no longer installed holds it (the store kit
-        checks that such events are stored as they are). A registered type takes its class:
-        use :meth:`append`."""
+        checks that such events are stored as they are); the event's ``data`` is a
+        :class:`~dsh.events.RawEventData` holding it. A registered type takes its class: use
+        :meth:`append`."""
         known = self._types.get(type)
         if known is not None:
             raise DshError(
                 f"event type {type!r} is registered as {known.__qualname__}: "
                 f"append a {known.__qualname__} with append(data)"
             )
-        return self._add(type, data)
+        return self._add(type, RawEventData(data))
 
-    def _add(self, name: str, data: Any) -> SessionEvent:
+    def _add(self, name: str, data: EventData) -> SessionEvent:
         event = SessionEvent(name, len(self._events), time.time(), data)
         self._events.append(event)
         if self._hooks is not None:
@@ -314,29 +374,37 @@ class Session:
     def derive_messages(self) -> tuple[Message, ...]:
         """The model-visible history projected from the log.
 
-        The projection is a fold over an append-only log, so it is computed incrementally.
-        Compaction events rewrite what was derived before them: a summary replaces the
-        messages of earlier events, a prune replaces old tool results by a note.
+        The projection is a fold over an append-only log, so it is computed incrementally: each
+        event is folded in once, and the tuple is built again only after the history changed
+        (a step asks for it once per request, and a long history must not cost a walk in
+        Python per step). Compaction events rewrite what was derived before them: a summary
+        replaces the messages of earlier events, a prune replaces old tool results by a note.
         """
-        return tuple(message for _, message in self.history())
+        self._catch_up()
+        if self._derived_tuple is None:
+            self._derived_tuple = tuple(self._derived_messages)
+        return self._derived_tuple
 
     def history(self) -> tuple[tuple[int, Message], ...]:
         """The derived messages, each with the seq of the event it came from."""
-        derived = self._derived
-        for event in itertools.islice(self._events, self._derived_upto, None):
-            data = event.data
-            if isinstance(data, HistorySummary):
-                kept = [(seq, m) for seq, m in derived if seq >= data.replaces_upto]
-                derived[:] = [(event.seq, summary_message(data.summary)), *kept]
-            elif isinstance(data, HistoryPrune):
-                notes = {e.call_id: e.note for e in data.elided}
-                derived[:] = [(seq, _elide(m, notes)) for seq, m in derived]
-            else:
-                message = _project(event)
-                if message is not None:
-                    derived.append((event.seq, message))
+        self._catch_up()
+        return tuple(self._derived)
+
+    def _catch_up(self) -> None:
+        """Fold the events appended since the last call into the derived history."""
+        if self._derived_upto == len(self._events):
+            return
+        derived, messages = self._derived, self._derived_messages
+        # A slice, not ``islice``: that would step over every event already folded.
+        for event in self._events[self._derived_upto :]:
+            if not isinstance(event.data, _HISTORY_DATA):
+                continue  # most events (chunks, boundaries): one test in C, no fold
+            if fold_history(derived, event):
+                messages[:] = [message for _, message in derived]
+            else:  # what was appended, if anything
+                messages.extend(message for _, message in derived[len(messages) :])
+            self._derived_tuple = None
         self._derived_upto = len(self._events)
-        return tuple(derived)
 
     async def checkpoint(self) -> None:
         """Hand appended events to the OS through ``dsh_session_checkpoint``."""

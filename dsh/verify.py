@@ -75,11 +75,11 @@ class _Attempt:
         self.seqs: list[int] = []
         self.error: str | None = None
 
-    def push(self, event: SessionEvent) -> None:
-        self.seqs.append(event.seq)
+    def push(self, seq: int, data: AssistantChunk) -> None:
+        self.seqs.append(seq)
         if self.error is None:
             try:
-                self.assembler.push(event.data.chunk)
+                self.assembler.push(data.chunk)
             except LlmError as exc:
                 self.error = f"the chunks do not assemble: {exc}"
 
@@ -109,7 +109,7 @@ def verify(events: Iterable[SessionEvent]) -> ReplayReport:
             attempt = attempts.setdefault((data.turn, data.step), _Attempt())
             if attempt.failed:
                 attempt = attempts[data.turn, data.step] = _Attempt()
-            attempt.push(event)
+            attempt.push(event.seq, data)
         elif isinstance(data, RetryEvent):
             attempts.pop((data.turn, data.step), None)
         elif isinstance(data, AssistantMessage):

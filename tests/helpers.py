@@ -7,6 +7,7 @@ import os
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -16,6 +17,8 @@ from dsh.events import SessionEvent
 from dsh.loop import LoopAgent
 from dsh.plugins import ENTRY_POINT_GROUP
 from dsh.testing import ScriptedAdapter, ScriptEntry
+
+T = TypeVar("T")
 
 
 def scripted_agent(
@@ -41,6 +44,17 @@ def kinds(events: Sequence[SessionEvent]) -> list[str]:
 
 def of_type(events: Sequence[SessionEvent], type_: str) -> list[SessionEvent]:
     return [e for e in events if e.type == type_]
+
+
+def data_of(events: Sequence[SessionEvent], cls: type[T]) -> list[T]:
+    """The data of the events that carry a ``cls``, in log order, typed as ``cls``."""
+    return [e.data for e in events if isinstance(e.data, cls)]
+
+
+def data_as(event: SessionEvent, cls: type[T]) -> T:
+    """The data of ``event``, which must be a ``cls``."""
+    assert isinstance(event.data, cls), f"event {event.seq} is a {event.type}, not a {cls}"
+    return event.data
 
 
 def make_dist(root: Path, name: str, entry_points: dict[str, str], modules: dict[str, str]) -> None:

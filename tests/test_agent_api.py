@@ -14,12 +14,12 @@ import dsh
 import dsh.hookspecs
 from dsh.agent import Agent
 from dsh.content import Image, Reasoning, Text, ToolCall, ToolResult, as_blocks
-from dsh.events import QueuedMessage, StepStart, TurnCompleted, TurnEnd, TurnStart
+from dsh.events import QueuedMessage, StepStart, TurnCompleted, TurnEnd, TurnStart, UserMessage
 from dsh.harness import Harness
 from dsh.inbox import InboxMessage
 from dsh.session import Session
 from dsh.testing import text_response
-from tests.helpers import kinds, of_type, scripted_agent
+from tests.helpers import data_of, kinds, of_type, scripted_agent
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,7 +80,7 @@ async def test_requeue_starts_a_turn_without_logging_the_message_again(harness: 
     await agent.wait_idle()
     assert kinds(agent.session.events)[:3] == ["inbox/queued", "user/message", "turn/start"]
     assert len(of_type(agent.session.events, "inbox/queued")) == 1
-    assert of_type(agent.session.events, "user/message")[0].data.queued_seq == logged.seq
+    assert data_of(agent.session.events, UserMessage)[0].queued_seq == logged.seq
     await agent.dispose()
 
 

@@ -12,8 +12,10 @@ import structlog
 from dsh import AgentOptions, Harness
 from dsh.chunks import StreamChunk
 from dsh.cli import main
+from dsh.events import SubagentStart
 from dsh.request import LlmRequest
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from tests.helpers import data_of
 
 
 @pytest.fixture(autouse=True)
@@ -47,9 +49,7 @@ async def run_lead() -> str:
         agent = h.agent_loop.create("lead", AgentOptions(model="m"), session_id="lead-session")
         agent.send("go")
         await agent.wait_idle()
-        return str(
-            next(e.data.session_id for e in agent.session.events if e.type == "subagent/start")
-        )
+        return data_of(agent.session.events, SubagentStart)[0].session_id
 
 
 def test_show_links_parent_and_children(capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,7 @@ from dsh.events import (
     AssistantMessage,
     ContextMessage,
     ErrorEvent,
+    RawEventData,
     SessionEvent,
     SteeringMessage,
     StepEnd,
@@ -142,8 +143,10 @@ def test_unknown_event_types_keep_their_raw_data() -> None:
     codec = EventCodec()
     raw = {"type": "gone/plugin", "seq": 3, "time": 1.0, "data": {"x": 1}}
     event = codec.decode(raw)
-    assert event.data == {"x": 1}
+    assert event.data == RawEventData({"x": 1})
     assert codec.encode(event) == raw
+    assert unstructure(event.data) == {"x": 1}
+    assert structure({"x": 1}, RawEventData) == event.data
 
 
 def test_event_types_register_once() -> None:

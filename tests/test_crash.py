@@ -20,7 +20,14 @@ from typing import IO, Any
 import pytest
 
 from dsh.converter import EventCodec
-from dsh.events import SessionEvent, TurnInterrupted
+from dsh.events import (
+    SessionEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnCompleted,
+    TurnEnd,
+    TurnInterrupted,
+)
 from dsh.testing.mockserver import MockServer
 from dsh_plugins.persistence_jsonl import default_dir, file_name, read_session
 
@@ -152,8 +159,8 @@ async def test_killed_mid_stream(tmp_path: Path, server: MockServer) -> None:
     await child.finish()
     closing = tail_after_seed(stored(), len(before))
     assert closing[0].type == "step/end"
-    assert closing[1].type == "turn/end" and closing[1].data.reason == TurnInterrupted()
-    assert closing[-1].type == "turn/end" and closing[-1].data.reason.type == "completed"
+    assert isinstance(closing[1].data, TurnEnd) and closing[1].data.reason == TurnInterrupted()
+    assert isinstance(closing[-1].data, TurnEnd) and closing[-1].data.reason.type == "completed"
     assert user_texts(server) == ["one", "two", "three"]
 
 
@@ -172,11 +179,13 @@ async def test_killed_mid_tool(tmp_path: Path, server: MockServer) -> None:
     await child.expect("idle")
     await child.finish()
     closing = tail_after_seed(stored(), len(before))
-    assert closing[0].type == "tool/result" and closing[0].data.code == "TOOL_OUTCOME_UNKNOWN"
-    assert closing[0].data.call_id == before[-1].data.call_id
+    result, call = closing[0].data, before[-1].data
+    assert isinstance(result, ToolResultEvent) and isinstance(call, ToolCallEvent)
+    assert result.code == "TOOL_OUTCOME_UNKNOWN"
+    assert result.call_id == call.call_id
     assert [e.type for e in closing[1:3]] == ["step/end", "turn/end"]
-    assert closing[2].data.reason == TurnInterrupted()
-    assert closing[-1].data.reason.type == "completed"
+    assert isinstance(closing[2].data, TurnEnd) and closing[2].data.reason == TurnInterrupted()
+    assert isinstance(closing[-1].data, TurnEnd) and closing[-1].data.reason == TurnCompleted()
     messages = server.requests[-1].body["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
     assert "TOOL_OUTCOME_UNKNOWN" not in messages[2]["content"]  # the model sees the text
@@ -211,7 +220,7 @@ async def test_killed_between_turns_then_resumed_by_the_dsh_cli(
     )
     assert await asyncio.wait_for(cli.process.wait(), TIMEOUT_S) == 0
     after = tail_after_seed(stored(), len(before))
-    assert after[-1].type == "turn/end" and after[-1].data.reason.type == "completed"
+    assert isinstance(after[-1].data, TurnEnd) and after[-1].data.reason.type == "completed"
     assert user_texts(server) == ["one", "two"]
     assert server.requests[-1].body["messages"][1]["role"] == "assistant"
 

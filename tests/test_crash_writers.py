@@ -130,7 +130,7 @@ async def test_a_crash_during_the_summary_call_loses_no_message(tmp_path: Path) 
     assert await child.line() == "summarising"
     await child.kill()
     stored = read_session(Path(directory) / file_name(SESSION), EventCodec())
-    users = [e.data.content for e in stored if e.type == "user/message"]
+    users = [e.data.content for e in stored if isinstance(e.data, UserMessage)]
     assert users[-1] == (Text(LONG),)  # the message that started the compacting turn
     assert stored[-1].type == "compaction/start"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any
 
 import pytest
@@ -13,6 +14,9 @@ from dsh.converter import EventCodec
 from dsh.errors import DshError
 from dsh.events import (
     CORE_EVENT_TYPES,
+    CoreEventData,
+    EventData,
+    RawEventData,
     SessionEvent,
     StepBoundary,
     StepEnd,
@@ -97,8 +101,30 @@ def test_append_with_a_type_still_works_with_a_warning() -> None:
 def test_raw_data_is_appended_only_for_a_type_nobody_registered() -> None:
     session = Session("s")
     event = session.append_raw("gone/plugin", {"kept": [1, "two"]})
-    assert (event.type, event.data, event.seq) == ("gone/plugin", {"kept": [1, "two"]}, 0)
+    assert (event.type, event.data, event.seq) == (
+        "gone/plugin",
+        RawEventData({"kept": [1, "two"]}),
+        0,
+    )
     assert EventCodec().encode(event)["data"] == {"kept": [1, "two"]}
     with pytest.raises(DshError, match=r"registered as TurnStart: append a TurnStart"):
         session.append_raw("turn/start", {"turn": 1})
+    with pytest.raises(DshError, match=r"no type of its own: append it with session.append_raw"):
+        session.append(event.data)
     assert len(session) == 1
+
+
+def test_the_core_union_names_every_built_in_class_once() -> None:
+    members = typing.get_args(CoreEventData)
+    assert len(set(members)) == len(members) == len(CORE_EVENT_TYPES)
+    assert set(members) == set(CORE_EVENT_TYPES.values())
+    assert set(typing.get_args(EventData)) >= {*members, RawEventData}
+
+
+def test_an_unknown_type_loaded_and_stored_again_is_unchanged() -> None:
+    codec = EventCodec()
+    stored = {"type": "gone/plugin", "seq": 0, "time": 2.5, "data": {"a": [1, {"b": None}]}}
+    event = codec.decode(json.loads(json.dumps(stored)))
+    assert event.data == RawEventData({"a": [1, {"b": None}]})
+    assert json.loads(json.dumps(codec.encode(event))) == stored
+    assert Session("s", [event]).events[0].data == event.data

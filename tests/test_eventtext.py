@@ -15,6 +15,7 @@ from dsh.events import (
     HistoryRewriteEnd,
     HistoryRewriteStart,
     HistorySummary,
+    RawEventData,
     SessionEvent,
     StepBoundary,
     ToolCallEvent,
@@ -66,4 +67,5 @@ def test_messages_calls_errors_and_the_rest() -> None:
     assert said("assistant/chunk", chunk) == "turn 1, step 1, chunk index 0, text x"
     assert said("x/empty", TurnCompleted()) == "TurnCompleted"
     assert said("x/plain", "just text") == "just text"
+    assert said("gone/plugin", RawEventData({"kept": [1]})) == "{'kept': [1]}"
     assert brief("a\nb " * 40, 10) == "a b a b..."

@@ -17,15 +17,23 @@ from dsh.chunks import (
     TextDelta,
     ToolCallDelta,
 )
-from dsh.content import Message, PluginSource, Reasoning, Text, ToolCall, ToolResult
+from dsh.content import Message, PluginSource, Reasoning, Text, ToolCall, ToolResult, text_of
 from dsh.events import (
+    AssistantChunk,
+    AssistantMessage,
     ContextMessage,
+    ErrorEvent,
     QueuedMessage,
+    SteeringMessage,
+    ToolResultEvent,
     TurnAborted,
     TurnCompleted,
     TurnDisposed,
+    TurnEnd,
     TurnError,
     TurnMaxTokens,
+    TurnStart,
+    UserMessage,
 )
 from dsh.request import LlmRequest, ToolSchema
 from dsh.testing import (
@@ -37,7 +45,7 @@ from dsh.testing import (
     text_response,
     tool_call_response,
 )
-from tests.helpers import kinds, of_type, scripted_agent
+from tests.helpers import data_of, kinds, of_type, scripted_agent
 
 
 def echo_tool(name: str = "echo", gate: asyncio.Event | None = None) -> Tool:
@@ -50,7 +58,7 @@ def echo_tool(name: str = "echo", gate: asyncio.Event | None = None) -> Tool:
 
 
 def turn_end_reason(agent: Any, index: int = -1) -> Any:
-    return of_type(agent.session.events, "turn/end")[index].data.reason
+    return data_of(agent.session.events, TurnEnd)[index].reason
 
 
 async def test_plain_reply(harness: Harness) -> None:
@@ -68,7 +76,7 @@ async def test_plain_reply(harness: Harness) -> None:
     ]
     assert len(of_type(agent.session.events, "assistant/chunk")) == len(text_response("hi!"))
     assert turn_end_reason(agent) == TurnCompleted()
-    message = of_type(agent.session.events, "assistant/message")[0].data
+    message = data_of(agent.session.events, AssistantMessage)[0]
     assert message.content == (Text("hi!"),)
     assert message.usage is not None and message.usage.output_tokens == 3
     assert [e.seq for e in agent.session.events] == list(range(len(agent.session.events)))
@@ -99,7 +107,7 @@ async def test_two_step_tool_turn(harness: Harness) -> None:
         "step/end",
         "turn/end",
     ]
-    result = of_type(agent.session.events, "tool/result")[0].data
+    result = data_of(agent.session.events, ToolResultEvent)[0]
     assert (result.call_id, result.content, result.is_error) == ("c1", (Text("echo:x"),), False)
     second = adapter.requests[1].messages
     assert second[1] == Message(
@@ -141,7 +149,7 @@ async def test_steering_mid_turn_is_delivered_between_steps(harness: Harness) ->
     assert adapter.requests[1].messages[-1] == Message("user", (Text("also this"),))
     queued = of_type(agent.session.events, "inbox/queued")[0]
     assert queued.data == QueuedMessage((Text("also this"),), steering=True)
-    assert of_type(agent.session.events, "steering/message")[0].data.queued_seq == queued.seq
+    assert data_of(agent.session.events, SteeringMessage)[0].queued_seq == queued.seq
 
 
 async def test_steering_forces_another_step_without_tool_calls(harness: Harness) -> None:
@@ -159,7 +167,7 @@ async def test_steering_forces_another_step_without_tool_calls(harness: Harness)
     agent.steer("wait, one more thing")
     release.set()
     await agent.wait_idle()
-    assert [e.data.content for e in of_type(agent.session.events, "assistant/message")] == [
+    assert [e.content for e in data_of(agent.session.events, AssistantMessage)] == [
         (Text("first"),),
         (Text("second"),),
     ]
@@ -197,7 +205,7 @@ async def test_steering_left_after_turn_end_is_requeued(harness: Harness) -> Non
     agent.send("go")
     await agent.wait_idle()
     assert len(of_type(agent.session.events, "turn/start")) == 2
-    assert of_type(agent.session.events, "user/message")[1].data.content == (Text("late"),)
+    assert data_of(agent.session.events, UserMessage)[1].content == (Text("late"),)
 
 
 def _steer_message(text: str) -> Any:
@@ -231,7 +239,7 @@ async def test_abort_mid_stream(harness: Harness) -> None:
         "turn/end",
     ]
     assert turn_end_reason(agent) == TurnAborted("user pressed ctrl-c")
-    assert of_type(agent.session.events, "assistant/chunk")[0].data.chunk == TextDelta(0, "par")
+    assert data_of(agent.session.events, AssistantChunk)[0].chunk == TextDelta(0, "par")
     agent.send("again")
     await agent.wait_idle()
     assert turn_end_reason(agent) == TurnCompleted()
@@ -253,8 +261,8 @@ async def test_abort_while_a_tool_runs_pairs_the_call_with_a_result(harness: Har
     agent.abort("stop")
     await agent.wait_idle()
     assert kinds(agent.session.events)[-4:] == ["tool/call", "tool/result", "step/end", "turn/end"]
-    result = of_type(agent.session.events, "tool/result")[0].data
-    assert result.is_error and "aborted: stop" in result.content[0].text
+    result = data_of(agent.session.events, ToolResultEvent)[0]
+    assert result.is_error and "aborted: stop" in text_of(result.content)
     assert turn_end_reason(agent) == TurnAborted("stop")
 
 
@@ -373,7 +381,7 @@ async def test_a_plugin_raising_in_a_step_waterfall_ends_the_turn(hook: str) -> 
         if hook == "dsh_agent_step_result":
             expected.append("chunks")
         assert kinds(agent.session.events) == [*expected, "step/end", "error", "turn/end"]
-        error = of_type(agent.session.events, "error")[0].data
+        error = data_of(agent.session.events, ErrorEvent)[0]
         assert error.code == "PLUGIN_ERROR"
         assert "'Broken'" in error.message and hook in error.message and "boom" in error.message
         reason = turn_end_reason(agent)
@@ -394,7 +402,7 @@ async def test_a_plugin_raising_in_the_continuation_waterfall_ends_the_turn() ->
         agent.send("go")
         await agent.wait_idle()
         assert kinds(agent.session.events)[-3:] == ["step/end", "error", "turn/end"]
-        assert of_type(agent.session.events, "error")[0].data.step == 0
+        assert data_of(agent.session.events, ErrorEvent)[0].step == 0
         assert turn_end_reason(agent).failure.code == "PLUGIN_ERROR"
 
 
@@ -411,7 +419,7 @@ async def test_in_band_error_without_retry(harness: Harness) -> None:
         "error",
         "turn/end",
     ]
-    error = of_type(agent.session.events, "error")[0].data
+    error = data_of(agent.session.events, ErrorEvent)[0]
     assert (error.code, error.message) == ("SERVER", "overloaded")
     reason = turn_end_reason(agent)
     assert reason == TurnError(LlmFailure("overloaded", "SERVER", status=503))
@@ -478,7 +486,7 @@ async def test_in_band_aborted_finish_ends_the_turn_aborted(harness: Harness) ->
     agent.send("go")
     await agent.wait_idle()
     assert turn_end_reason(agent) == TurnAborted("cancelled upstream")
-    assert of_type(agent.session.events, "error")[0].data.code == "ABORTED"
+    assert data_of(agent.session.events, ErrorEvent)[0].code == "ABORTED"
 
 
 @pytest.mark.parametrize(
@@ -534,7 +542,7 @@ async def test_max_tokens_keeps_text_drops_tool_calls_and_ends_the_turn(harness:
     assert turn_end_reason(agent) == TurnMaxTokens()
     agent.send("again")
     await agent.wait_idle()
-    last = of_type(agent.session.events, "assistant/message")[-1].data
+    last = data_of(agent.session.events, AssistantMessage)[-1]
     assert last.content == (Text("partial"),)
     assert of_type(agent.session.events, "tool/call") == []
 
@@ -596,7 +604,7 @@ async def test_inject_near_turn_end_is_logged_before_turn_end(harness: Harness) 
     agent.send("go")
     await agent.wait_idle()
     assert kinds(agent.session.events)[-2:] == ["context/message", "turn/end"]
-    assert of_type(agent.session.events, "context/message")[0].data == ContextMessage(
+    assert data_of(agent.session.events, ContextMessage)[0] == ContextMessage(
         (Text("late context"),)
     )
 
@@ -644,7 +652,7 @@ async def test_turn_numbers_continue_from_a_seeded_session(harness: Harness) -> 
     harness.llm._adapters[adapter_model][0].script.append(text_response("b"))  # type: ignore[attr-defined]
     resumed.send("again")
     await resumed.wait_idle()
-    assert [e.data.turn for e in of_type(fork.events, "turn/start")] == [1, 2]
+    assert [e.turn for e in data_of(fork.events, TurnStart)] == [1, 2]
     assert fork.parent == agent.session.id
 
 
@@ -673,7 +681,7 @@ async def test_flush_failure_is_logged_and_the_loop_goes_on() -> None:
         agent.send("go")
         await agent.wait_idle()
         assert kinds(agent.session.events)[-2:] == ["turn/end", "error"]
-        assert "disk full" in of_type(agent.session.events, "error")[0].data.message
+        assert "disk full" in data_of(agent.session.events, ErrorEvent)[0].message
         agent.send("again")
         await agent.wait_idle()
         assert len(of_type(agent.session.events, "turn/end")) == 2
@@ -689,7 +697,7 @@ async def test_messages_queued_during_a_turn_run_as_the_next_turn(harness: Harne
     agent.send("third")
     agent.abort()
     await agent.wait_idle()
-    users = [e.data.content for e in of_type(agent.session.events, "user/message")]
+    users = [e.content for e in data_of(agent.session.events, UserMessage)]
     assert users == [(Text("first"),), (Text("second"),), (Text("third"),)]
     assert len(of_type(agent.session.events, "turn/start")) == 2
 
@@ -720,7 +728,7 @@ async def test_content_may_be_text_a_block_or_blocks(harness: Harness) -> None:
     await agent.wait_idle()
     agent.send([Text("two"), Text("three")])
     await agent.wait_idle()
-    users = [e.data.content for e in of_type(agent.session.events, "user/message")]
+    users = [e.content for e in data_of(agent.session.events, UserMessage)]
     assert users == [(Text("one"),), (Text("two"), Text("three"))]
 
 

@@ -276,11 +276,12 @@ def test_schemas_of_the_supported_types() -> None:
 def test_events_round_trip(harness: Harness) -> None:
     from dsh.events import SessionEvent
 
-    for name, data in [
+    pairs: list[tuple[str, OutputRetry | OutputResult | OutputFailed]] = [
         ("output/retry", OutputRetry(1, 1, "bad")),
         ("output/result", OutputResult(1, {"a": [1]})),
         ("output/failed", OutputFailed(1, 3, "bad")),
-    ]:
+    ]
+    for name, data in pairs:
         event = SessionEvent(name, 0, 0.0, data)
         assert harness.events.decode(harness.events.encode(event)) == event
 

@@ -16,13 +16,16 @@ from dsh import AgentOptions, DshError, Harness, Tool, hookimpl
 from dsh.content import Text, ToolCall
 from dsh.events import (
     AssistantMessage,
+    ErrorEvent,
     SeedEnd,
     SessionEvent,
     StepEnd,
     StepStart,
     ToolCallEvent,
     ToolResultEvent,
+    TurnCompleted,
     TurnEnd,
+    TurnError,
     TurnInterrupted,
     TurnStart,
     UserMessage,
@@ -32,7 +35,7 @@ from dsh.recovery import NOT_STARTED, UNKNOWN, closing_events, pending_messages
 from dsh.request import ToolSchema
 from dsh.session import Session, SessionBusy, Writer, agent_id_of, new_session_id
 from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
-from tests.helpers import kinds, of_type
+from tests.helpers import data_as, data_of, kinds, of_type
 
 
 def log(*pairs: tuple[str, Any]) -> list[SessionEvent]:
@@ -158,12 +161,12 @@ async def test_resume_after_a_crash_closes_the_turn_and_restores_the_queue() -> 
             "step/start", "chunks", "assistant/message", "step/end", "turn/end",
         ]  # fmt: skip
         assert events[len(stored)].data == SeedEnd(len(stored))
-        assert events[len(stored) + 1].data.code == "TOOL_OUTCOME_UNKNOWN"
-        assert events[len(stored) + 3].data.reason == TurnInterrupted()
+        assert data_as(events[len(stored) + 1], ToolResultEvent).code == "TOOL_OUTCOME_UNKNOWN"
+        assert data_as(events[len(stored) + 3], TurnEnd).reason == TurnInterrupted()
         # Both queued messages (the steering one too) ran as the next turn, in order.
-        contents = [e.data.content for e in of_type(events, "user/message")[-2:]]
+        contents = [e.content for e in data_of(events, UserMessage)[-2:]]
         assert contents == [(Text("second"),), (Text("steer me"),)]
-        assert of_type(events, "turn/start")[-1].data.turn == 2
+        assert data_of(events, TurnStart)[-1].turn == 2
         history = adapter.requests[0].messages
         assert [m.role for m in history] == ["user", "assistant", "user", "user", "user"]
     assert pending_messages(store.stored["a-session"]) == []
@@ -217,7 +220,7 @@ async def test_messages_sent_while_idle_are_not_logged_as_queued(harness: Harnes
     agent.send("go")
     await agent.wait_idle()
     assert of_type(agent.session.events, "inbox/queued") == []
-    assert of_type(agent.session.events, "user/message")[0].data.queued_seq is None
+    assert data_of(agent.session.events, UserMessage)[0].queued_seq is None
 
 
 async def test_new_agents_never_reuse_a_session_id(harness: Harness) -> None:
@@ -321,10 +324,10 @@ async def test_a_turn_whose_events_cannot_be_written_ends_with_an_error() -> Non
         await agent.wait_idle()
     events = agent.session.events
     assert kinds(events)[-2:] == ["error", "turn/end"]  # one error: the flush is only logged
-    assert events[-2].data.code == SESSION_NOT_SAVED
-    assert "No space left on device" in events[-2].data.message
-    reason = events[-1].data.reason
-    assert reason.type == "error" and reason.failure.code == SESSION_NOT_SAVED
+    error = data_as(events[-2], ErrorEvent)
+    assert error.code == SESSION_NOT_SAVED and "No space left on device" in error.message
+    reason = data_as(events[-1], TurnEnd).reason
+    assert isinstance(reason, TurnError) and reason.failure.code == SESSION_NOT_SAVED
     assert any(entry["event"] == "session still not saved" for entry in logs)
     assert kinds(store.stored["a-session"]) == ["user/message", "turn/start", "step/start"]
     store.full = set()  # space returns: the events kept in memory are written
@@ -332,7 +335,7 @@ async def test_a_turn_whose_events_cannot_be_written_ends_with_an_error() -> Non
     agent.send("again")
     await agent.wait_idle()
     assert store.stored["a-session"] == list(agent.session.events)
-    assert agent.session.events[-1].data.reason.type == "completed"
+    assert data_as(agent.session.events[-1], TurnEnd).reason == TurnCompleted()
     await h.close()
 
 

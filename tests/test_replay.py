@@ -9,6 +9,7 @@ from hypothesis import assume, given
 
 from dsh import AgentOptions, Harness, Tool
 from dsh.chunks import (
+    BlockEnd,
     BlockStart,
     Finish,
     FinishAborted,
@@ -88,7 +89,9 @@ async def test_a_failed_step_is_unanswered_not_a_mismatch() -> None:
 
 def tampered(events: list[SessionEvent], seq: int, chunk: StreamChunk) -> list[SessionEvent]:
     out = list(events)
-    out[seq] = evolve(out[seq], data=evolve(out[seq].data, chunk=chunk))
+    data = out[seq].data
+    assert isinstance(data, AssistantChunk)
+    out[seq] = evolve(out[seq], data=evolve(data, chunk=chunk))
     return out
 
 
@@ -98,7 +101,9 @@ async def test_a_changed_delta_is_reported_precisely() -> None:
     message = next(e for e in events if e.type == "assistant/message")
     bad = tampered(events, chunks[3], TextDelta(0, "X"))  # the third delta: "l" -> "X"
     # The logged block-end is authoritative, so change what it carries too.
-    bad = tampered(bad, chunks[6], evolve(bad[chunks[6]].data.chunk, block=Text("heXlo")))
+    end = bad[chunks[6]].data
+    assert isinstance(end, AssistantChunk) and isinstance(end.chunk, BlockEnd)
+    bad = tampered(bad, chunks[6], evolve(end.chunk, block=Text("heXlo")))
     [mismatch] = verify(bad).mismatches
     assert mismatch == Mismatch(
         message.seq,

@@ -6,10 +6,11 @@ from typing import Any
 
 from dsh import Harness, Tool
 from dsh.content import text_of
+from dsh.events import ToolResultEvent
 from dsh.output import FINAL_RESULT
 from dsh.request import ToolSchema
 from dsh.testing import text_response, tool_call_response, tool_calls_response
-from tests.helpers import of_type, scripted_agent
+from tests.helpers import data_of, scripted_agent
 
 
 def named(name: str) -> Tool:
@@ -30,7 +31,7 @@ async def test_only_the_allowed_tools_are_offered_and_run(harness: Harness) -> N
     agent.send("go")
     await agent.wait_idle()
     assert [t.name for t in adapter.requests[0].tools] == ["read"]
-    results = {e.data.call_id: e.data for e in of_type(agent.session.events, "tool/result")}
+    results = {e.call_id: e for e in data_of(agent.session.events, ToolResultEvent)}
     assert text_of(results["c1"].content) == "read ran"
     assert results["c2"].code == "NOT_ALLOWED"
     assert "may not call 'write'; its tools are: read" in text_of(results["c2"].content)
@@ -56,5 +57,5 @@ async def test_no_tools_at_all(harness: Harness) -> None:
     agent.send("go")
     await agent.wait_idle()
     assert adapter.requests[0].tools == ()
-    (result,) = [e.data for e in of_type(agent.session.events, "tool/result")]
+    (result,) = data_of(agent.session.events, ToolResultEvent)
     assert "its tools are: none" in text_of(result.content)

@@ -50,7 +50,15 @@ from dsh.agent import Agent
 from dsh.chunks import FinishReason, LlmFailure, StreamChunk, TokenUsage
 from dsh.content import Block, MessageSource, Text
 from dsh.converter import EventCodec
-from dsh.events import SeedEnd, SessionEvent, TurnEnd, TurnInterrupted, UserMessage
+from dsh.events import (
+    RawEventData,
+    SeedEnd,
+    SessionEvent,
+    TurnCompleted,
+    TurnEnd,
+    TurnInterrupted,
+    UserMessage,
+)
 from dsh.request import ToolSchema
 from dsh.session import Session, SessionBusy, SessionConflict
 from dsh.testing import ScriptedAdapter, strategies, text_response, tool_call_response
@@ -134,15 +142,16 @@ def event_data(data_cls: type[Any]) -> st.SearchStrategy[Any]:
     return st.builds(data_cls, **fields)
 
 
-def _raw_data() -> st.SearchStrategy[dict[str, Any]]:
-    return st.dictionaries(st.text(min_size=1, max_size=8), _json_values, max_size=3)
+def _raw_data() -> st.SearchStrategy[RawEventData]:
+    fields = st.dictionaries(st.text(min_size=1, max_size=8), _json_values, max_size=3)
+    return fields.map(RawEventData)
 
 
 def event_logs(
     event_types: Mapping[str, type[Any]], min_size: int = 0, max_size: int = 12
 ) -> st.SearchStrategy[list[tuple[str, Any]]]:
     """``(type, data)`` pairs of the registered ``event_types``, plus unknown ones with raw
-    data."""
+    data (a :class:`~dsh.events.RawEventData`)."""
     registered = [
         st.tuples(st.just(name), event_data(cls)) for name, cls in sorted(event_types.items())
     ]
@@ -507,7 +516,7 @@ class SessionStoreContract(abc.ABC):
         await harness.close()
         turn_ends = [e.data.reason for e in events if isinstance(e.data, TurnEnd)]
         assert turn_ends[0] == TurnInterrupted()
-        assert turn_ends[1].type == "completed"
+        assert isinstance(turn_ends[1], TurnCompleted)
         sent = [m for m in adapter.requests[0].messages if m.role == "user"]
         assert sent[0].content == (Text("first"),) and sent[-1].content == (Text("second"),)
         assert await self.stored(tmp_path, "a-session") == events
@@ -542,8 +551,8 @@ class SessionStoreContract(abc.ABC):
 
 def _append(session: Session, type_: str, data: Any) -> None:
     """Append a drawn ``(type, data)`` pair: the raw data of an unknown type as it is."""
-    if isinstance(data, Mapping):
-        session.append_raw(type_, data)
+    if isinstance(data, RawEventData):
+        session.append_raw(type_, data.fields)
     else:
         session.append(data)
 

@@ -26,6 +26,7 @@ from attrs import evolve, field, frozen
 from dsh.agent import Agent, Retry
 from dsh.chunks import LlmFailure
 from dsh.content import Message, Reasoning
+from dsh.events import AssistantMessage
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
 from dsh_plugins.retry import RetryPlugin
@@ -141,7 +142,7 @@ class FallbackPlugin:
         events = agent.session.events
         for seq, message in agent.session.history():
             data = events[seq].data
-            if message.role == "assistant" and getattr(data, "model", None):
+            if isinstance(data, AssistantMessage) and data.model:
                 made_by[message] = data.model
         target = self._family(model)
         return tuple(

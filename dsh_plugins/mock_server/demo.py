@@ -16,7 +16,7 @@ from dsh.agent import AgentOptions
 from dsh.chunks import BlockStart, Finish, ReasoningDelta, StreamChunk, TextDelta
 from dsh.content import text_of
 from dsh.errors import DshError
-from dsh.events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd
+from dsh.events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnCompleted, TurnEnd
 from dsh.harness import Harness
 from dsh.request import ToolSchema
 from dsh.testing.mockserver.server import MockServer
@@ -125,7 +125,7 @@ async def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             print(f"\ndsh demo failed: {exc}", file=out)
             return 1
     assert isinstance(end, TurnEnd)
-    if end.reason.type != "completed":
+    if not isinstance(end.reason, TurnCompleted):
         print(f"\ndsh demo failed: the turn ended {end.reason}", file=out)
         return 1
     print(f"\n{host.usage_line()}", file=out)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import structlog
 from attrs import evolve, frozen
 
+from dsh.agent import PERMISSION_MODES
 from dsh.errors import DshError
 from dsh.events import PermissionModeChange
 from dsh.markers import hookimpl
@@ -160,8 +161,17 @@ def mode_of(config: PermissionsConfig, agent: Agent | None) -> PermissionsConfig
     """``config`` in the agent's current mode: the last ``permissions/mode`` of its session
     (``agent.set_permission_mode``, ``/plan``, ``/approve``), else the configured one."""
     events = () if agent is None else agent.session.events
-    change = next((e.data for e in reversed(events) if e.type == PermissionModeChange.type), None)
-    return config if change is None else evolve(config, mode=change.mode)
+    change = next(
+        (e.data for e in reversed(events) if isinstance(e.data, PermissionModeChange)), None
+    )
+    if change is None:
+        return config
+    if change.mode not in PERMISSION_MODES:  # a log written by a build that knows more modes
+        raise DshError(
+            f"the session is in permission mode {change.mode!r}, which this build does not "
+            f"know: set one of {PERMISSION_MODES} with agent.set_permission_mode"
+        )
+    return evolve(config, mode=change.mode)
 
 
 def _arguments(execution: ToolExecution) -> Any:

@@ -21,7 +21,17 @@ from attrs import evolve
 
 from dsh.agent import Agent
 from dsh.errors import DshError
-from dsh.events import ErrorEvent, TurnEnd, TurnEndReason
+from dsh.events import (
+    ErrorEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnDisposed,
+    TurnEnd,
+    TurnEndReason,
+    TurnError,
+    TurnInterrupted,
+    TurnMaxTokens,
+)
 from dsh.harness import Harness
 from dsh.output import OutputError, load_schema
 from dsh.tools import ToolExecution
@@ -36,14 +46,14 @@ __all__ = ["EXIT_CODES", "HELP", "USAGE_ERROR", "configure", "exit_code", "outco
 
 HELP = "run one prompt headless: the answer on stdout, the exit code says how the turn ended"
 
-#: Exit code by turn end reason.
+#: Exit code by turn end reason (its type tag: ``completed``, ``error``...).
 EXIT_CODES = {
-    "completed": 0,
-    "error": 1,
-    "max-tokens": 3,
-    "aborted": 130,
-    "interrupted": 130,
-    "disposed": 130,
+    TurnCompleted.type: 0,
+    TurnError.type: 1,
+    TurnMaxTokens.type: 3,
+    TurnAborted.type: 130,
+    TurnInterrupted.type: 130,
+    TurnDisposed.type: 130,
 }
 #: Exit code when the command cannot start: bad options, unknown model, no API key, no session.
 USAGE_ERROR = 2
@@ -123,7 +133,7 @@ async def _print_result(agent: Agent, out: TextIO, err: TextIO) -> int:
         value = await agent.result()
     except OutputError as exc:
         print(f"dsh run: {exc}", file=err)
-        return EXIT_CODES["error"]
+        return EXIT_CODES[TurnError.type]
     print(json.dumps(value, ensure_ascii=False), file=out)
     return 0
 
@@ -165,12 +175,12 @@ def outcome(agent: Agent, since: int) -> int:
     when none did: the agent was disposed first). An ``error`` logged after its end (the
     session could not be saved) makes a completed turn a failure."""
     events = agent.session.events[since:]
-    ends = [n for n, e in enumerate(events) if isinstance(e.data, TurnEnd)]
+    ends = [(n, e.data) for n, e in enumerate(events) if isinstance(e.data, TurnEnd)]
     if not ends:
-        return EXIT_CODES["disposed"]
-    code = exit_code(events[ends[-1]].data.reason)
-    unsaved = any(isinstance(e.data, ErrorEvent) for e in events[ends[-1] + 1 :])
-    return code or (EXIT_CODES["error"] if unsaved else 0)
+        return EXIT_CODES[TurnDisposed.type]
+    last, end = ends[-1]
+    unsaved = any(isinstance(e.data, ErrorEvent) for e in events[last + 1 :])
+    return exit_code(end.reason) or (EXIT_CODES[TurnError.type] if unsaved else 0)
 
 
 @contextmanager

@@ -290,12 +290,11 @@ class Renderer:
     def _steering(self, data: SteeringMessage) -> None:
         self.note(self.notes.style.dim(f"↪ steering: {one_line(text_of(data.content))}"))
 
-    def _retry(self, data: Any) -> None:
+    def _retry(self, data: RetryEvent) -> None:
         """``↻ 429 rate limited — retrying in 3 s (2/5)`` (an ``llm/retry`` event)."""
-        status = getattr(data, "status", None)
         words = FAILURE_WORDS.get(data.code) or failure_text(data.message)
-        cause = f"{status} {words}" if status else words
-        limit = getattr(data, "max_attempts", None)
+        cause = f"{data.status} {words}" if data.status else words
+        limit = data.max_attempts
         count = f" ({data.attempt + 1}/{limit})" if limit else f" (attempt {data.attempt + 1})"
         line = f"↻ {cause} — retrying in {seconds(data.delay_s)} s{count}"
         self.note(self.notes.style.yellow(line))

@@ -32,7 +32,7 @@ from dsh import Agent, AgentOptions, Harness, hookimpl
 from dsh.agent import AgentStatus
 from dsh.chunks import StreamChunk
 from dsh.converter import unstructure
-from dsh.events import SessionEvent, TurnEndReason
+from dsh.events import SessionEvent, ToolResultEvent, TurnEndReason
 from dsh.session import Session
 
 __all__ = [
@@ -169,7 +169,7 @@ class EventFeed:
     def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
         # Tool results are not part of the model's stream; the session log has them.
         agent_id = self._agent_of_session.get(session.id)
-        if agent_id is not None and event.type == "tool/result":
+        if agent_id is not None and isinstance(event.data, ToolResultEvent):
             self.hub.publish(agent_id, "tool-result", unstructure(event.data))
 
     @hookimpl

@@ -12,6 +12,7 @@ from research_team import CONFIG, Report, research
 from dsh import Harness
 from dsh.chunks import StreamChunk
 from dsh.content import text_of
+from dsh.events import SubagentEnd, ToolResultEvent
 from dsh.request import LlmRequest
 from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_calls_response
 from dsh.testing import tool_call_response as tool_call
@@ -75,9 +76,9 @@ async def test_the_team_writes_a_typed_report() -> None:
     assert all((r.system or "").startswith("You are a careful researcher") for r in team.researched)
     assert all(r.tools == () for r in team.researched)
     lead_log = store.stored[result.session_id]
-    answers = [text_of(e.data.content) for e in lead_log if e.type == "tool/result"]
+    answers = [text_of(e.data.content) for e in lead_log if isinstance(e.data, ToolResultEvent)]
     assert sorted(answers[:2]) == ["Five.", "In 1966."]
     assert "In 1966." in str(team.lead.requests[1].messages)
-    ends = [e.data for e in lead_log if e.type == "subagent/end"]
+    ends = [e.data for e in lead_log if isinstance(e.data, SubagentEnd)]
     assert [e.outcome for e in ends] == ["completed", "completed"]
     assert all(store.parents[e.session_id] == result.session_id for e in ends)

@@ -13,7 +13,7 @@ import pytest
 from dsh import AgentOptions, Harness
 from dsh.agent import Agent
 from dsh.content import Reasoning, text_of
-from dsh.events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd
+from dsh.events import AssistantMessage, SessionEvent, ToolCallEvent, TurnCompleted, TurnEnd
 from dsh.markers import hookimpl
 from dsh.request import ToolSchema
 from dsh.tools import Tool, ToolExecution
@@ -106,7 +106,7 @@ async def test_a_tool_conversation_passes_thinking_back(
 ) -> None:
     agent = await make_agent(model, thinking)
     messages = await turn(agent, "Call get_secret_number, then tell me the number it returned.")
-    calls = [e.data for e in agent.session.events if e.type == "tool/call"]
+    calls = [e.data for e in agent.session.events if isinstance(e.data, ToolCallEvent)]
     assert [call.name for call in calls][:1] == ["get_secret_number"]
     assert SECRET in text_of(messages[-1].content)
     # The second turn replays the first, thinking blocks (and signatures) included.

@@ -13,7 +13,7 @@ import pytest
 from dsh import AgentOptions, Harness
 from dsh.chunks import TextDelta
 from dsh.content import Message, Text, ToolCall, text_of
-from dsh.events import AssistantMessage
+from dsh.events import AssistantMessage, ToolCallEvent
 from dsh.loop import LoopAgent
 from dsh.request import ReasoningEffort
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
@@ -64,7 +64,7 @@ async def test_a_tool_round_trip(
 ) -> None:
     agent = await make_agent(model, thinking, effort)
     messages = await turn(agent, "Call get_secret_number, then tell me the number it returned.")
-    calls = [e.data for e in agent.session.events if e.type == "tool/call"]
+    calls = [e.data for e in agent.session.events if isinstance(e.data, ToolCallEvent)]
     assert [call.name for call in calls][:1] == ["get_secret_number"]
     assert SECRET in text_of(messages[-1].content)
     check_reasoning(messages, thinking)

@@ -9,13 +9,13 @@ import pytest
 
 from dsh import AgentOptions, Continuation, Harness, Tool
 from dsh.chunks import TokenUsage
-from dsh.events import AssistantMessage, SessionEvent, TurnCompleted, TurnStart
+from dsh.events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd, TurnStart
 from dsh.request import ToolSchema
 from dsh.session import Session
 from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_call_response
 from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin, Price
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
-from tests.helpers import of_type
+from tests.helpers import data_of, of_type
 
 
 def endless_tool_loop(n: int = 50) -> list[Any]:
@@ -49,10 +49,8 @@ async def test_a_tool_loop_stops_at_its_step_limit() -> None:
     agent = await run(h, endless_tool_loop())
     events = agent.session.events
     assert len(of_type(events, "step/start")) == 3
-    assert of_type(events, "budget/exceeded")[0].data == BudgetExceeded(
-        1, "max_steps_per_turn", 3, 3
-    )
-    reason = of_type(events, "turn/end")[0].data.reason
+    assert data_of(events, BudgetExceeded)[0] == BudgetExceeded(1, "max_steps_per_turn", 3, 3)
+    reason = data_of(events, TurnEnd)[0].reason
     assert reason == TurnCompleted("budget: max_steps_per_turn reached (3 of 3)")
     spent = plugin.spent(agent.session.id)
     assert spent is not None and spent.steps == 3
@@ -77,13 +75,13 @@ async def test_token_and_cost_limits_per_turn_and_session() -> None:
     prices = {"m": {"input": 1_000_000.0, "output": 0.0}}  # $10 per step of 10 input tokens
     h, _ = await make({"max_cost_per_turn": 25.0, "prices": prices})
     agent = await run(h, endless_tool_loop())
-    assert of_type(agent.session.events, "budget/exceeded")[0].data.limit == "max_cost_per_turn"
+    assert data_of(agent.session.events, BudgetExceeded)[0].limit == "max_cost_per_turn"
     await h.close()
     h, _ = await make({"max_cost_per_session": 15.0, "prices": prices})
     agent = await run(h, [*endless_tool_loop(1), text_response("x"), *endless_tool_loop()])
     agent.send("more")
     await agent.wait_idle()
-    exceeded = of_type(agent.session.events, "budget/exceeded")[0].data
+    exceeded = data_of(agent.session.events, BudgetExceeded)[0]
     assert (exceeded.limit, exceeded.turn) == ("max_cost_per_session", 2)
     await h.close()
     assert usage.output_tokens == 5
@@ -101,9 +99,7 @@ async def test_a_resumed_session_keeps_what_it_spent() -> None:
     assert spent is not None and spent.tokens == 10 + 5 + 10 + 5 + 10 + len("done")
     agent.send("go on")
     await agent.wait_idle()
-    assert (
-        of_type(agent.session.events, "budget/exceeded")[0].data.limit == "max_tokens_per_session"
-    )
+    assert data_of(agent.session.events, BudgetExceeded)[0].limit == "max_tokens_per_session"
     await h.close()
 
 

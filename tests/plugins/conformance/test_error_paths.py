@@ -17,7 +17,7 @@ from dsh.chunks import (
     StreamChunk,
     TextDelta,
 )
-from dsh.events import SessionEvent
+from dsh.events import AssistantChunk, SessionEvent
 from dsh.testing import ScriptedAdapter, raise_error
 
 BEFORE: list[StreamChunk] = [BlockStart(0, "text"), TextDelta(0, "par")]
@@ -51,7 +51,7 @@ async def test_an_unexpected_exception_is_logged_as_an_adapter_error_finish() ->
         agent = harness.agent_loop.create("a", AgentOptions(model="m"))
         agent.send("go")
         await agent.wait_idle()
-        chunks = [e.data.chunk for e in agent.session.events if e.type == "assistant/chunk"]
+        chunks = [e.data.chunk for e in agent.session.events if isinstance(e.data, AssistantChunk)]
     assert chunks[0] == TextDelta(0, "a")
     assert isinstance(chunks[1], Finish) and isinstance(chunks[1].reason, FinishError)
     assert chunks[1].reason.failure.code == "ADAPTER_ERROR"

@@ -59,8 +59,8 @@ async def test_the_retry_plugin_retries_in_band_failures(
     await agent.wait_idle()
     events = agent.session.events
     assert turn_ends(events) == [TurnCompleted()]
-    retries = [e.data for e in events if e.type == "llm/retry"]
-    assert all(isinstance(retry, RetryEvent) for retry in retries)
+    retries = [e.data for e in events if isinstance(e.data, RetryEvent)]
+    assert [e.type for e in events if e.type == RetryEvent.type] == ["llm/retry"] * 2
     assert [(r.attempt, r.code, r.delay_s) for r in retries] == [
         (1, "RATE_LIMIT", 2.0),
         (2, "SERVER", 1.0),

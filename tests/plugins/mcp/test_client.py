@@ -18,9 +18,11 @@ pytest.importorskip("mcp")
 from dsh import hookimpl
 from dsh.cli import main
 from dsh.content import Image, Text
+from dsh.events import TurnAborted, TurnCompleted, TurnDisposed, TurnEnd
 from dsh.testing import hang, text_response, tool_call_response, tool_calls_response
 from dsh.tooldef import tool
 from dsh_plugins.mcp import McpServers
+from tests.helpers import data_as
 from tests.plugins.mcp.server_app import PIXEL
 from tests.plugins.mcp.support import (
     Approver,
@@ -62,7 +64,7 @@ async def test_an_agent_uses_a_stdio_and_an_http_server_in_one_conversation() ->
     assert echo.parameters["required"] == ["text"]
     outcomes = [(r.content, r.is_error) for r in results(events)]
     assert outcomes == [((Text("echo: hi"),), False), ((Text("echo: there"),), False)]
-    assert events[-1].type == "turn/end" and events[-1].data.reason.type == "completed"
+    assert isinstance(events[-1].data, TurnEnd) and events[-1].data.reason.type == "completed"
 
 
 @pytest.fixture
@@ -140,7 +142,7 @@ async def test_fault_a_tool_returns_is_error() -> None:
     [result] = results(events)
     assert (result.is_error, result.code) == (True, "TOOL_ERROR")
     assert result.content == (Text("Error: the disk is on fire"),)
-    assert events[-1].data.reason.type == "completed"
+    assert data_as(events[-1], TurnEnd).reason == TurnCompleted()
 
 
 async def test_fault_a_server_returns_1_mb() -> None:
@@ -206,7 +208,7 @@ async def test_fault_a_server_exits_mid_call_and_is_restarted(pids: Path) -> Non
     first, second = started_pids(pids)
     assert text_of_result(after) == str(second) and first != second
     assert status.state == "running"
-    assert events[-1].data.reason.type == "completed"
+    assert data_as(events[-1], TurnEnd).reason == TurnCompleted()
     assert await all_gone(pids)
 
 
@@ -269,7 +271,7 @@ async def test_abort_cancels_the_mcp_request(pids: Path, marker: Path) -> None:
         await noted(marker, "cancelled")
     [result] = results(events)
     assert (result.is_error, result.code) == (True, "ABORTED")
-    assert events[-1].data.reason.type == "aborted"
+    assert isinstance(data_as(events[-1], TurnEnd).reason, TurnAborted)
     assert await all_gone(pids)
 
 
@@ -278,7 +280,7 @@ async def test_dispose_mid_call_stops_cleanly(pids: Path, marker: Path) -> None:
         a, _ = agent(h, [tool_call_response("c1", "mcp__local__hang", {}), hang()])
         a.send("wait for it")
         await noted(marker, "started")
-    assert a.session.events[-1].data.reason.type == "disposed"
+    assert data_as(a.session.events[-1], TurnEnd).reason == TurnDisposed()
     assert await all_gone(pids)
 
 
@@ -303,7 +305,7 @@ async def test_fault_the_tool_list_changes_during_a_session() -> None:
     grown, extra, gone_tool = results(events)
     assert (grown.content, extra.content) == ((Text("grown"),), (Text("extra result"),))
     assert gone_tool.code == "UNKNOWN_TOOL"
-    assert events[-1].data.reason.type == "completed"
+    assert data_as(events[-1], TurnEnd).reason == TurnCompleted()
 
 
 async def test_a_tool_list_that_cannot_be_read_keeps_the_tools() -> None:

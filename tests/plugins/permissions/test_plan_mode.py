@@ -10,12 +10,12 @@ import pytest
 
 from dsh import DshError, Harness, Tool
 from dsh.content import text_of
-from dsh.events import PermissionModeChange
+from dsh.events import PermissionModeChange, ToolResultEvent, TurnEnd, TurnError
 from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 from dsh_plugins.permissions import PLAN_NOTE, PermissionsPlugin
 from dsh_plugins.permissions.policy import PermissionsConfig, Rule, decide, summary
-from tests.helpers import of_type
+from tests.helpers import data_of
 
 
 def tool(name: str, effect: Any, ran: list[str]) -> Tool:
@@ -46,7 +46,7 @@ async def test_plan_mode_refuses_a_write_and_continues_after_approval() -> None:
         agent.send("fix it")
         await agent.wait_idle()
         assert ran == ["look"]
-        refused = [e.data for e in of_type(agent.session.events, "tool/result")][-1]
+        refused = data_of(agent.session.events, ToolResultEvent)[-1]
         assert refused.code == "DENIED" and "plan mode: only read-only tools run" in text_of(
             refused.content
         )
@@ -56,7 +56,7 @@ async def test_plan_mode_refuses_a_write_and_continues_after_approval() -> None:
         await agent.wait_idle()
         assert ran == ["look", "edit"]
         assert PLAN_NOTE not in (adapter.requests[-1].system or "")
-        modes = [e.data for e in of_type(agent.session.events, "permissions/mode")]
+        modes = data_of(agent.session.events, PermissionModeChange)
         assert modes == [PermissionModeChange("workspace-write")]
 
 
@@ -79,6 +79,24 @@ async def test_an_agent_can_enter_plan_mode_and_bad_modes_are_refused() -> None:
         agent.send("go")
         await agent.wait_idle()
         assert ran == []
+
+
+async def test_a_logged_mode_this_build_does_not_know_runs_nothing() -> None:
+    ran: list[str] = []
+    adapter = ScriptedAdapter([tool_call_response("c1", "edit", {}), text_response("done")])
+    async with Harness([PermissionsPlugin()], load_entrypoints=False) as harness:
+        harness.llm.register_adapter(["m"], adapter)
+        harness.tools.register(tool("edit", "write", ran))
+        agent = harness.agent_loop.create("main", harness_options())
+        agent.session.append(PermissionModeChange("yolo"))  # as a newer build might log it
+        agent.send("go")
+        await agent.wait_idle()
+        assert ran == [] and adapter.requests == []
+        [end] = data_of(agent.session.events, TurnEnd)
+        assert isinstance(end.reason, TurnError)
+        assert "permission mode 'yolo', which this build does not know" in (
+            end.reason.failure.message
+        )
 
 
 def test_no_rule_lets_anything_but_a_read_run_in_plan_mode(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ async def run_turn(agent: LoopAgent) -> TurnEnd:
 
 
 def retries(agent: LoopAgent) -> list[RetryEvent]:
-    return [e.data for e in agent.session.events if e.type == "llm/retry"]
+    return [e.data for e in agent.session.events if isinstance(e.data, RetryEvent)]
 
 
 @pytest.mark.parametrize("code", ["RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT", "EMPTY_RESPONSE"])

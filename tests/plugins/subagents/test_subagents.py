@@ -13,8 +13,8 @@ import pytest
 
 from dsh import AgentOptions, DshError, Harness
 from dsh.chunks import StreamChunk
-from dsh.content import text_of
-from dsh.events import TurnAborted, TurnCompleted, TurnInterrupted
+from dsh.content import AgentSource, text_of
+from dsh.events import ToolResultEvent, TurnAborted, TurnCompleted, TurnInterrupted, UserMessage
 from dsh.family import SubagentEnd, SubagentParent, unfinished_children
 from dsh.request import LlmRequest
 from dsh.testing import (
@@ -30,7 +30,7 @@ from dsh.testing import (
 from dsh.testing.stores import crash
 from dsh_plugins.budgets import BudgetsPlugin
 from dsh_plugins.subagents import TASK, SubagentsPlugin
-from tests.helpers import of_type
+from tests.helpers import data_as, data_of, of_type
 
 
 @attrs.frozen
@@ -80,7 +80,7 @@ def main(harness: Harness, **options: Any) -> Any:
 
 
 def results(agent: Any) -> dict[str, Any]:
-    return {e.data.call_id: e.data for e in of_type(agent.session.events, "tool/result")}
+    return {e.call_id: e for e in data_of(agent.session.events, ToolResultEvent)}
 
 
 def data(agent: Any, type_: str) -> list[Any]:
@@ -134,7 +134,8 @@ async def test_a_child_session_records_its_parent() -> None:
     child_events = store.stored[start.session_id]
     assert child_events[0].data == SubagentParent("main", parent.session.id, 1, 1, "c1")
     assert store.parents[start.session_id] == parent.session.id
-    assert child_events[1].data.source.agent_id == "main"  # the prompt came from the parent
+    prompt = data_as(child_events[1], UserMessage)
+    assert prompt.source == AgentSource("main")  # the prompt came from the parent
 
 
 async def test_a_failing_child_is_an_error_result_and_the_parent_goes_on() -> None:
@@ -318,7 +319,7 @@ async def test_a_crash_with_a_running_child_is_resumed() -> None:
         await resumed.dispose()
         child = await again.agent_loop.resume(child_id, AgentOptions(model="m"))
         assert data(child, "turn/end")[-1].reason == TurnInterrupted()
-        assert child.session.events[0].data.call_id == "c1"
+        assert data_as(child.session.events[0], SubagentParent).call_id == "c1"
 
 
 def test_unfinished_children_outside_an_open_turn() -> None:

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 
 from dsh import DshError, Harness, ToolExecution, recovery
-from dsh.events import SessionEvent
+from dsh.events import SessionEvent, TurnStart
 from dsh.loop import LoopAgent
 from dsh.testing import MemoryStore, hang, text_response, tool_call_response
 from dsh_plugins.compaction import CompactionPlugin
@@ -270,7 +270,8 @@ async def test_a_session_that_cannot_be_resumed_keeps_the_current_one(
     chats: list[Chat],
 ) -> None:
     store = MemoryStore()
-    store.stored["broken"] = [SessionEvent("turn/start", 5, 0.0, None)]  # seq must start at 0
+    # seq must start at 0
+    store.stored["broken"] = [SessionEvent("turn/start", 5, 0.0, TurnStart(1))]
     chat = await start(chats, Kit([text_response("hi")]), store=store)
     current = chat.session.agent.session.id
     await chat.session.submit("/resume broken")  # nothing stored yet: started afresh

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dsh.events import PermissionModeChange
 from dsh.testing import text_response
-from tests.helpers import of_type
+from tests.helpers import data_of
 from tests.plugins.terminal_ui.conftest import Kit
 from tests.plugins.terminal_ui.test_chat import Chat, chats, start
 
@@ -21,7 +21,7 @@ async def test_plan_then_approve(chats: list[Chat]) -> None:
     assert await chat.session.submit("/approve") == "busy"
     await chat.idle.wait()
     events = chat.session.agent.session.events
-    modes = [e.data for e in of_type(events, "permissions/mode")]
+    modes = data_of(events, PermissionModeChange)
     assert modes == [PermissionModeChange("plan"), PermissionModeChange("workspace-write")]
     assert "The plan is approved: carry it out." in str(kit.adapter.requests[-1].messages[-1])
 

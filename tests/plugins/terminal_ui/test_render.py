@@ -25,6 +25,7 @@ from dsh.content import Text
 from dsh.events import (
     ElidedResult,
     ErrorEvent,
+    EventData,
     HistoryPrune,
     HistoryRewriteEnd,
     HistoryRewriteStart,
@@ -32,6 +33,7 @@ from dsh.events import (
     RetryEvent,
     SessionEvent,
     SteeringMessage,
+    StepStart,
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
@@ -61,7 +63,7 @@ def renderer(
     return Renderer(out, Lines(notes, style) if split else out), answer, notes
 
 
-def event(type_: str, data: object) -> SessionEvent:
+def event(type_: str, data: EventData) -> SessionEvent:
     return SessionEvent(type_, 0, 0.0, data)
 
 
@@ -139,7 +141,7 @@ def test_errors_steering_and_compaction_are_noted() -> None:
     r.event(event("compaction/end", HistoryRewriteEnd(2345)))
     r.event(event("compaction/start", HistoryRewriteStart(3, "threshold", 5000)))
     r.event(event("compaction/end", HistoryRewriteEnd(5000, "summary failed: SERVER: boom")))
-    r.event(event("step/start", None))  # no terminal: no status line
+    r.event(event("step/start", StepStart(1, 1)))  # no terminal: no status line
     assert answer.getvalue().splitlines() == [
         "error: rate limited (slow down) [RATE_LIMIT]",
         "error: odd",
@@ -316,8 +318,8 @@ async def test_the_status_line_says_what_is_waited_for_and_for_how_long() -> Non
     lines = Lines(out, Style(False))
     progress = Progress(lines, enabled=True, clock=clock, interval_s=0.001, delay_s=0.5)
     r = Renderer(lines, lines, show_reasoning=False, progress=progress)
-    r.event(event("step/start", None))
-    r.event(event("step/start", None))  # the same wait: the clock keeps running
+    r.event(event("step/start", StepStart(1, 1)))
+    r.event(event("step/start", StepStart(1, 1)))  # the same wait: the clock keeps running
     await asyncio.sleep(0.01)
     assert out.getvalue() == ""  # not before the delay: quick answers do not flicker
     clock.now += 3

@@ -9,7 +9,7 @@ import pytest
 
 from dsh import Harness
 from dsh.chunks import TokenUsage
-from dsh.events import AssistantMessage, HistorySummary, SessionEvent
+from dsh.events import AssistantMessage, HistorySummary, SessionEvent, StepStart
 from dsh_plugins.budgets import BudgetsPlugin
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.terminal_ui.usage import (
@@ -36,7 +36,7 @@ def message(usage: TokenUsage | None, model: str = "flash") -> SessionEvent:
 def test_a_turn_without_model_calls_has_no_line() -> None:
     meter = UsageMeter({})
     meter.observe(message(None))
-    meter.observe(SessionEvent("step/start", 0, 0.0, None))
+    meter.observe(SessionEvent("step/start", 0, 0.0, StepStart(1, 1)))
     assert meter.line() is None
 
 

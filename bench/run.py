@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import os
 import resource
@@ -164,9 +165,15 @@ PROFILER: cProfile.Profile | None = None
 
 
 class Clock:
-    """Wall and CPU time of this process from construction to :meth:`stop`."""
+    """Wall and CPU time of this process from construction to :meth:`stop`.
+
+    It starts after a full garbage collection: the runs share a process, and a run must not
+    pay for collecting what the run before it left (a dsh run after a dsh run spent ~1.3 µs per
+    chunk of W1 freeing its predecessor's 20,000-event session). What a run collects of its
+    own objects while it runs is counted."""
 
     def __init__(self) -> None:
+        gc.collect()
         self.wall = time.perf_counter()
         self.cpu = time.process_time()
         if PROFILER is not None:
@@ -582,19 +589,41 @@ def w4_medians(
     return Medians(samples["floor"], samples["dsh"], os.getloadavg()[0]), peak, held
 
 
-def report(server: FastServer, runs: int, sizes: dict[str, Any], env: dict[str, str]) -> None:
+#: The workloads ``--only`` may name.
+WORKLOADS = frozenset({"W1", "W2", "W3", "W4"})
+
+
+def workloads(names: str) -> frozenset[str]:
+    """The workloads ``--only`` names (comma-separated, any case)."""
+    chosen = frozenset(name.strip().upper() for name in names.split(",") if name.strip())
+    unknown = sorted(chosen - WORKLOADS)
+    if unknown or not chosen:
+        raise SystemExit(f"--only: unknown workload(s) {unknown}; choose from W1, W2, W3, W4")
+    return chosen
+
+
+def report(
+    server: FastServer,
+    runs: int,
+    sizes: dict[str, Any],
+    env: dict[str, str],
+    only: frozenset[str] = WORKLOADS,
+) -> None:
     print(f"dsh benchmark — {machine()}; medians of {runs} interleaved runs")
     print(header())
     chunks, steps = sizes["chunks"], sizes["steps"]
-    m = interleaved(runs, lambda side: asyncio.run(w1(side, server, chunks)))
-    print(row(f"W1 one reply, {chunks:,} deltas", m, "<= 1.3x"))
-    print(f"{'   dsh CPU per chunk over the floor':<34} {per_unit(m, chunks) * 1e6:>8.1f} µs")
-    m = interleaved(runs, lambda side: asyncio.run(w2(side, server, steps)))
-    print(row(f"W2 {steps} sequential tool steps", m, "<= 1.3x"))
-    print(f"{'   dsh CPU per step over the floor':<34} {per_unit(m, steps + 1) * 1e3:>8.3f} ms")
-    m = interleaved(runs, lambda side: w3(side, server, env))
-    print(row("W3 spawn to first token", m, "<= 1.3x"))
-    for agents in sizes["agents"]:
+    if "W1" in only:
+        m = interleaved(runs, lambda side: asyncio.run(w1(side, server, chunks)))
+        print(row(f"W1 one reply, {chunks:,} deltas", m, "<= 1.3x"))
+        print(f"{'   dsh CPU per chunk over the floor':<34} {per_unit(m, chunks) * 1e6:>8.1f} µs")
+    if "W2" in only:
+        m = interleaved(runs, lambda side: asyncio.run(w2(side, server, steps)))
+        print(row(f"W2 {steps} sequential tool steps", m, "<= 1.3x"))
+        print(f"{'   dsh CPU per step over the floor':<34} {per_unit(m, steps + 1) * 1e3:>8.3f} ms")
+    if "W3" in only:
+        m = interleaved(runs, lambda side: w3(side, server, env))
+        print(row("W3 spawn to first token", m, "<= 1.3x"))
+    for agents in sizes["agents"] if "W4" in only else ():
         m, peak, held = w4_medians(server, runs, agents, sizes["agent_steps"], env)
         print(row(f"W4 {agents:,} agents x 5 steps", m, "<= 1.5x"))
         print(
@@ -674,19 +703,24 @@ def measuring(
     return lambda side: asyncio.run(workload(side, server, size))
 
 
-def scale(server: FastServer, runs: int, env: dict[str, str]) -> None:
+def scale(
+    server: FastServer, runs: int, env: dict[str, str], only: frozenset[str] = WORKLOADS
+) -> None:
+    """The scale curves of the workloads in ``only`` (W3 has none: it is one spawn)."""
     print(f"dsh scale curves — {machine()}; medians of {runs} interleaved runs (CPU time)")
-    points = [
-        Point(n, interleaved(runs, measuring(w1, server, n))) for n in (2_000, 20_000, 200_000)
-    ]
-    print("\n".join(growth_rows("W1 chunks", "chunk", points)), flush=True)
-    points = [Point(n, interleaved(runs, measuring(w2, server, n))) for n in (50, 200, 800)]
-    print("\n".join(growth_rows("W2 steps ", "step ", points)), flush=True)
-    points = []
-    for agents in (100, 1_000, 5_000):
-        m, _, held = w4_medians(server, max(1, runs // 2), agents, 5, env)
-        points.append(Point(agents, m, held["dsh"]))
-    print("\n".join(growth_rows("W4 agents", "agent", points)), flush=True)
+    if "W1" in only:
+        sizes = (2_000, 20_000, 200_000)
+        points = [Point(n, interleaved(runs, measuring(w1, server, n))) for n in sizes]
+        print("\n".join(growth_rows("W1 chunks", "chunk", points)), flush=True)
+    if "W2" in only:
+        points = [Point(n, interleaved(runs, measuring(w2, server, n))) for n in (50, 200, 800)]
+        print("\n".join(growth_rows("W2 steps ", "step ", points)), flush=True)
+    if "W4" in only:
+        points = []
+        for agents in (100, 1_000, 5_000):
+            m, _, held = w4_medians(server, max(1, runs // 2), agents, 5, env)
+            points.append(Point(agents, m, held["dsh"]))
+        print("\n".join(growth_rows("W4 agents", "agent", points)), flush=True)
     print(f"finished — load {os.getloadavg()[0]:.1f}")
 
 
@@ -695,6 +729,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--scale", action="store_true", help="how cost grows with the work")
     parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument(
+        "--only", default=",".join(sorted(WORKLOADS)), help="the workloads to run, e.g. W1,W3"
+    )
     parser.add_argument("--w4-child", nargs=4, metavar=("SIDE", "URL", "AGENTS", "STEPS"))
     args = parser.parse_args()
     if args.w4_child:
@@ -715,9 +752,9 @@ def main() -> None:
         server = FastServer()
         try:
             if args.scale:
-                scale(server, runs, env)
+                scale(server, runs, env, workloads(args.only))
             else:
-                report(server, runs, sizes, env)
+                report(server, runs, sizes, env, workloads(args.only))
         finally:
             server.close()
 

@@ -80,6 +80,9 @@ class ToolDispatch:
             for call in batch:
                 self._log_result(call, self._unstarted(exc))
             raise
+        if len(batch) == 1:
+            await self._run_one(batch[0])
+            return
         limit = asyncio.Semaphore(self.max_parallel)
         tasks = [asyncio.ensure_future(self._execute(call, limit)) for call in batch]
         logged = 0
@@ -94,6 +97,19 @@ class ToolDispatch:
             for call, task in zip(batch[logged:], tasks[logged:], strict=True):
                 self._log_result(call, self._settled(task))
             raise
+
+    async def _run_one(self, call: ToolCall) -> None:
+        """A batch of one call (most steps) runs in the step's own task: no task, no semaphore
+        (so what the tool sets in context variables stays until the step ends, never beyond:
+        each step has its own task). Cancelled while it runs, it gets the result a cancelled
+        task of a batch gets."""
+        execution = ToolExecution(call.id, call.name, call.arguments, self.agent)
+        try:
+            outcome = await self._tools.execute(execution)
+        except asyncio.CancelledError:
+            self._log_result(call, self._cancelled("ABORTED", "cancelled while running"))
+            raise
+        self._log_result(call, outcome)
 
     async def _execute(self, call: ToolCall, limit: asyncio.Semaphore) -> ToolOutcome:
         async with limit:
@@ -148,6 +164,9 @@ def with_unique_call_ids(message: Message, used: set[str]) -> Message:
     calls = [b.id for b in message.content if isinstance(b, ToolCall)]
     if not calls:
         return message
+    if all(calls) and len(set(calls)) == len(calls) and used.isdisjoint(calls):
+        used.update(calls)  # nothing to rename (the usual case): ``used`` is not copied
+        return message
     # A new id must not take the id of a later call of this message either.
     taken = used | set(calls)
     content: list[Block] = []
@@ -158,9 +177,7 @@ def with_unique_call_ids(message: Message, used: set[str]) -> Message:
             used.add(block.id)
             taken.add(block.id)
         content.append(block)
-    if tuple(content) == message.content:
-        return message
-    return Message(message.role, tuple(content))
+    return Message(message.role, tuple(content))  # at least one id was renamed to get here
 
 
 def _fresh_id(base: str, used: set[str]) -> str:

@@ -24,7 +24,7 @@ from dsh.events import (
     SteeringMessage,
     WithdrawnMessage,
 )
-from dsh.inbox import Inbox, InboxMessage
+from dsh.inbox import Inbox, InboxMessage, Signal
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -50,7 +50,7 @@ class AgentHandle:
         self.inbox = Inbox()
         self.harness = harness
         self._hooks = harness.hooks
-        self._idle = asyncio.Event()
+        self._idle = Signal()  # no deque of waiters per agent
         self._idle.set()
         self._pending_context: list[InboxMessage] = []
         self._abort_reason: str | None = None

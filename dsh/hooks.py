@@ -32,13 +32,17 @@ if TYPE_CHECKING:
     from dsh.session import Session, SessionSummary
     from dsh.tools import ToolExecution, ToolOutcome
 
-__all__ = ["HOOK_STYLES", "HookRuntime", "Hooks", "Impl"]
+__all__ = ["HOOK_ARGS", "HOOK_STYLES", "HookRuntime", "Hooks", "Impl"]
 
 log = structlog.get_logger("dsh.hooks")
 T = TypeVar("T")
 
 HOOK_STYLES: dict[str, Style] = {
     name: style_of(fn) for name, fn in vars(hookspecs).items() if name.startswith("dsh_")
+}
+#: Each hook's arguments, in the order of its spec.
+HOOK_ARGS: dict[str, tuple[str, ...]] = {
+    name: tuple(inspect.signature(getattr(hookspecs, name)).parameters) for name in HOOK_STYLES
 }
 
 
@@ -65,6 +69,42 @@ class Impl:
         if self._many:
             return self.function(*get(kwargs))
         return self.function(get(kwargs))
+
+
+def _nothing(*args: Any) -> None:
+    """The notifier of a hook without implementations: a call that does nothing."""
+
+
+def _positional(impl: Impl, argnames: tuple[str, ...]) -> Callable[..., Any]:
+    """``impl`` as a function of the hook's arguments in spec order: the plugin's own function
+    when it takes all of them in that order (the common case), else one that picks its own."""
+    function = impl.function
+    if impl.argnames == argnames:
+        return function
+    if not impl.argnames:
+        return lambda *args: function()
+    get = operator.itemgetter(*(argnames.index(name) for name in impl.argnames))
+    if len(impl.argnames) == 1:
+        return lambda *args: function(get(args))
+    return lambda *args: function(*get(args))
+
+
+def _notifier(hook: str, argnames: tuple[str, ...], impls: list[Impl]) -> Callable[..., None]:
+    """One function calling every implementation of notify-sync ``hook`` in call order with
+    the hook's arguments, positional, each failure logged: no mapping built and no argument
+    picked per call where the plugin takes the spec's arguments."""
+    if not impls:
+        return _nothing
+    calls = tuple((_positional(impl, argnames), impl.plugin) for impl in impls)
+
+    def notify(*args: Any) -> None:
+        for call, plugin in calls:
+            try:
+                call(*args)
+            except Exception:
+                log.exception("hook failed", hook=hook, plugin=plugin)
+
+    return notify
 
 
 async def _resolve(value: Any) -> Any:
@@ -112,9 +152,11 @@ class HookRuntime:
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.pm = pm
         self._impls: dict[str, list[Impl]] = {}
+        self._notifiers: dict[str, Callable[..., None]] = {}
 
     def invalidate(self) -> None:
         self._impls.clear()
+        self._notifiers.clear()
 
     def impls(self, hook: str) -> list[Impl]:
         """The implementations of ``hook`` in call order."""
@@ -148,6 +190,16 @@ class HookRuntime:
                 impl(kwargs)
             except Exception:
                 log.exception("hook failed", hook=hook, plugin=impl.plugin)
+
+    def notifier(self, hook: str) -> Callable[..., None]:
+        """A function that calls notify-sync ``hook`` as :meth:`notify_sync` does, its arguments
+        positional in the order of the hookspec. The hooks run per streamed chunk use it:
+        a hook nobody implements costs one call that does nothing."""
+        found = self._notifiers.get(hook)
+        if found is None:
+            found = _notifier(hook, HOOK_ARGS[hook], self.impls(hook))
+            self._notifiers[hook] = found
+        return found
 
     async def waterfall(self, hook: str, key: str, kwargs: dict[str, Any]) -> Any:
         """Thread ``kwargs[key]`` through the implementations; returns the final value."""
@@ -296,8 +348,7 @@ class Hooks:
         )
 
     def agent_stream_chunk(self, agent: Agent, turn: int, step: int, chunk: StreamChunk) -> None:
-        kwargs = {"agent": agent, "turn": turn, "step": step, "chunk": chunk}
-        self.runtime.notify_sync("dsh_agent_stream_chunk", kwargs)
+        self.runtime.notifier("dsh_agent_stream_chunk")(agent, turn, step, chunk)
 
     async def agent_request_error(
         self, agent: Agent, turn: int, step: int, failure: LlmFailure, attempt: int
@@ -341,7 +392,7 @@ class Hooks:
         self.runtime.notify_sync("dsh_session_created", {"session": session})
 
     def session_event(self, session: Session, event: SessionEvent) -> None:
-        self.runtime.notify_sync("dsh_session_event", {"session": session, "event": event})
+        self.runtime.notifier("dsh_session_event")(session, event)
 
     async def session_checkpoint(self, session: Session) -> None:
         await self.runtime.parallel("dsh_session_checkpoint", {"session": session})

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 
 from attrs import frozen
 
 from dsh.content import Block, MessageSource, UserSource
 
-__all__ = ["Inbox", "InboxMessage"]
+__all__ = ["Inbox", "InboxMessage", "Signal"]
 
 
 @frozen
@@ -22,13 +21,50 @@ class InboxMessage:
     queued_seq: int | None = None
 
 
-class Inbox:
-    """Two FIFOs. ``enqueue`` wakes a waiter; ``steer`` does not (steering waits for a step)."""
+class Signal:
+    """:class:`asyncio.Event`'s ``set``/``clear``/``is_set``/``wait``, without its deque of
+    waiters (760 bytes, made with every event; an agent has two, and a host may keep thousands
+    of agents): the waiters share one future, made when the first of them waits. A cancelled
+    waiter leaves the others waiting (each waits through :func:`asyncio.shield`)."""
+
+    __slots__ = ("_flag", "_future")
 
     def __init__(self) -> None:
-        self._queued: deque[InboxMessage] = deque()
-        self._steering: deque[InboxMessage] = deque()
-        self._wake = asyncio.Event()
+        self._flag = False
+        self._future: asyncio.Future[None] | None = None
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter."""
+        self._flag = True
+        future, self._future = self._future, None
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    async def wait(self) -> None:
+        """Return once the flag is set (at once if it is)."""
+        if self._flag:
+            return
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._future)
+
+
+class Inbox:
+    """Two FIFOs. ``enqueue`` wakes a waiter; ``steer`` does not (steering waits for a step).
+    Each is drained whole, so a list is enough (and smaller than a deque)."""
+
+    __slots__ = ("_queued", "_steering", "_wake", "closed")
+
+    def __init__(self) -> None:
+        self._queued: list[InboxMessage] = []
+        self._steering: list[InboxMessage] = []
+        self._wake = Signal()
         self.closed = False
 
     @property
@@ -47,13 +83,11 @@ class Inbox:
         self._steering.append(message)
 
     def drain_queued(self) -> list[InboxMessage]:
-        drained = list(self._queued)
-        self._queued.clear()
+        drained, self._queued = self._queued, []
         return drained
 
     def drain_steering(self) -> list[InboxMessage]:
-        drained = list(self._steering)
-        self._steering.clear()
+        drained, self._steering = self._steering, []
         return drained
 
     def close(self) -> None:

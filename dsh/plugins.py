@@ -81,6 +81,8 @@ class Plugins:
         self.info: dict[str, PluginInfo] = {}
         self.failures: list[LoadFailure] = []
         self._offered: set[str] = set()  # every name a plugin was offered under
+        self._installed: set[str] = set()  # the entry points load_entrypoints found
+        self._distributions: dict[importlib.metadata.Distribution, tuple[str, str]] = {}
         for name in self.disabled:
             self.pm.set_blocked(name)
 
@@ -133,6 +135,7 @@ class Plugins:
     def load_entrypoints(self) -> None:
         seen: set[str] = set()
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            self._installed.add(ep.name)
             if ep.name in seen or ep.name in self.disabled:
                 continue
             seen.add(ep.name)
@@ -144,8 +147,10 @@ class Plugins:
         return those names. Installed entry points count even when they were not loaded."""
         if not self.disabled:
             return []
-        installed = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-        known = self._offered | {ep.name for ep in installed}
+        known = self._offered | self._installed
+        if not self.disabled <= known:  # reading every distribution's entry points is slow
+            installed = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+            known |= {ep.name for ep in installed}
         unknown = sorted(self.disabled - known)
         if unknown:
             log.warning(
@@ -158,7 +163,7 @@ class Plugins:
 
     def _load(self, ep: EntryPoint) -> None:
         dist = ep.dist
-        info = PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None)
+        info = PluginInfo(ep.name, *self._distribution(dist))
         try:
             self.register(ep.load(), ep.name, info)
         except Exception as exc:
@@ -174,6 +179,18 @@ class Plugins:
                 raise PluginLoadError(
                     f"plugin {ep.name!r} from {info.distribution} failed to load: {message}"
                 ) from exc
+
+    def _distribution(
+        self, dist: importlib.metadata.Distribution | None
+    ) -> tuple[str | None, str | None]:
+        """The name and version of ``dist``, read once per distribution: each read parses its
+        metadata file, and one distribution (dsh's own) ships many plugins."""
+        if dist is None:
+            return None, None
+        found = self._distributions.get(dist)
+        if found is None:
+            found = self._distributions[dist] = (dist.name, dist.version)
+        return found
 
     def names(self) -> list[str]:
         """The plugins' names; the core's own hook implementations (named ``dsh:...``, such

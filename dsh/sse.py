@@ -114,14 +114,22 @@ class SseParser:
             if lines[0].startswith(_BOM):
                 lines[0] = lines[0][len(_BOM) :]
         events: list[SseEvent] = []
+        bounded = self.max_event_bytes is not None
+        data = self._data
         for line in lines:
             if line:
                 self._event_bytes += len(line) + 1
-                self._check_size()
-                self._field(line)
+                if bounded:
+                    self._check_size()
+                if line[:5] == b"data:":  # nearly every line: parsed here, without a call
+                    value = line[6:] if line[5:6] == b" " else line[5:]
+                    data.append(value.decode("utf-8", "replace"))
+                else:
+                    self._field(line)
                 continue
             self._event_bytes = 0
             event = self._dispatch()
+            data = self._data  # the next event's (dispatching started a new list)
             if event is None:
                 continue
             if event.data.strip(_ASCII_SPACE) == DONE:

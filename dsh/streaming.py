@@ -10,7 +10,7 @@ streams server-sent events (built in or third party) fails the same way::
     try:
         while not reader.parser.done:
             for event in await reader.read():
-                handle(json.loads(event.data))
+                handle(decode_json(event.data))
     finally:
         reader.finish(complete=reader.parser.done)
 
@@ -24,14 +24,33 @@ stall. A connection that breaks or ends before the stream's end fails with ``STR
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
+import orjson
 
 from dsh.errors import LlmError
 from dsh.sse import DONE, SseEvent, SseParser
 
-__all__ = ["EventReader", "HttpClient"]
+__all__ = ["EventReader", "HttpClient", "decode_json"]
+
+
+def decode_json(data: str | bytes) -> Any:
+    """The JSON value of a streamed event's data, as ``json.loads`` decodes it, faster.
+
+    A reply streams one small JSON object per token, and decoding it was the largest single
+    cost per chunk: ``orjson`` decodes one ~4x faster than ``json.loads``. What orjson refuses
+    but ``json.loads`` accepts (``NaN`` and ``Infinity``, numbers beyond a double, lone
+    surrogates) goes to ``json.loads``, so such a payload decodes as before and a malformed one
+    raises ``json.loads``'s ``ValueError``. One difference remains: orjson reads an integer
+    beyond 64 bits as a float (no provider sends one).
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 class HttpClient:

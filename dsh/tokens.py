@@ -9,7 +9,6 @@ scales that estimate per model by what the provider reported for earlier request
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
@@ -20,6 +19,7 @@ from attrs import field, frozen
 from dsh.chunks import TokenUsage
 from dsh.config import at_least
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.memo import HistoryMemo
 from dsh.request import LlmRequest, ToolSchema
 
 __all__ = [
@@ -192,8 +192,9 @@ class TokenMeter:
         self.smoothing = smoothing
         self.bounds = bounds
         self.factors: dict[str, float] = {}
-        # A history is estimated again at every step; each message only once.
-        self._message_tokens = functools.lru_cache(maxsize=16_384)(message_tokens)
+        # A history is estimated again at every step; each message only once (per session:
+        # a step's history is the last one plus its new messages).
+        self._messages: HistoryMemo[int] = HistoryMemo(message_tokens)
         self._tool_tokens: dict[tuple[str, int], int] = {}
 
     def factor(self, model: str) -> float:
@@ -201,7 +202,13 @@ class TokenMeter:
 
     def raw(self, request: LlmRequest) -> int:
         """:func:`estimate_tokens`, with per-message and per-tool estimates remembered."""
-        return estimate_tokens(request, self._message_tokens, self._schema_tokens)
+        total = estimate_text(request.system or "")
+        total += sum(self._messages.results(request.session_id, request.messages))
+        return total + sum(map(self._schema_tokens, request.tools))
+
+    def forget(self, session_id: str) -> None:
+        """Drop the estimates remembered for a session's history (its agent is gone)."""
+        self._messages.forget(session_id)
 
     def _schema_tokens(self, tool: ToolSchema) -> int:
         # Schemas are registered once and offered at every step; their parameters are a dict

@@ -3,9 +3,11 @@ times anything). The pre-encoded mock serves exactly the product mock's bytes.""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import sys
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -147,6 +149,38 @@ def test_the_suite_measures_both_sides_against_the_fast_mock_in_its_own_process(
     finally:
         server.close()
     assert server.process.returncode is not None
+
+
+def test_only_runs_the_workloads_it_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run.workloads("w1, W3") == {"W1", "W3"}
+    for bad in ("W5", "", " , "):
+        with pytest.raises(SystemExit, match="choose from W1, W2, W3, W4"):
+            run.workloads(bad)
+    server = run.FastServer()
+    try:
+        sizes = {"chunks": 30, "steps": 2, "agents": (2,), "agent_steps": 1}
+        run.report(server, 1, sizes, {}, frozenset({"W1"}))
+        assert server.stats()[0] == 2  # one W1 request per side, nothing else
+    finally:
+        server.close()
+    out = capsys.readouterr().out
+    assert "W1 one reply, 30 deltas" in out
+    assert "W2" not in out and "W3" not in out and "W4" not in out
+
+
+def test_a_clock_starts_after_the_garbage_of_earlier_runs_is_collected() -> None:
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    gc.disable()  # no automatic collection between the two looks
+    try:
+        left = weakref.ref(Cycle())
+        assert left() is not None  # unreachable, but only the cyclic collector frees it
+        run.Clock().stop()
+        assert left() is None
+    finally:
+        gc.enable()
 
 
 def samples(floor_cpu: float, dsh_cpu: float, server_cpu: float = 0.0) -> Any:

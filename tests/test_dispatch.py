@@ -13,12 +13,21 @@ from hypothesis import strategies as st
 from dsh import AgentOptions, Harness, Tool, ToolExecution, ToolOutcome, hookimpl
 from dsh.content import Image, Message, Text, ToolCall, ToolResult, text_of
 from dsh.dispatch import call_ids, with_unique_call_ids
-from dsh.events import SessionEvent, ToolResultEvent, TurnAborted
+from dsh.events import (
+    AssistantMessage,
+    ErrorEvent,
+    SessionEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnEnd,
+)
 from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, text_response, tool_calls_response
 from dsh.tools import checked_outcome
 from dsh_plugins.persistence_jsonl import JsonlStore
-from tests.helpers import kinds, of_type
+from tests.helpers import data_of, kinds
 
 
 class Probe:
@@ -76,7 +85,7 @@ async def test_safe_tools_run_together_and_results_keep_the_models_order(
         await asyncio.sleep(0)
     await agent.wait_idle()
     assert probe.log[3:] == ["end c", "end b", "end a"]
-    results = [e.data.call_id for e in of_type(agent.session.events, "tool/result")]
+    results = [e.call_id for e in data_of(agent.session.events, ToolResultEvent)]
     assert results == ["c-a", "c-b", "c-c"]
     assert kinds(agent.session.events)[5:11] == ["tool/call"] * 3 + ["tool/result"] * 3
 
@@ -121,17 +130,17 @@ async def test_abort_gives_every_call_a_result(harness: Harness) -> None:
     await wait_for(lambda: "end fast" in probe.log and probe.running == 1)
     agent.abort("enough")
     await agent.wait_idle()
-    results = {e.data.call_id: e.data for e in of_type(agent.session.events, "tool/result")}
+    results = {e.call_id: e for e in data_of(agent.session.events, ToolResultEvent)}
     assert list(results) == ["c-fast", "c-slow", "c-later", "c-unknown"]
     assert (results["c-fast"].is_error, results["c-fast"].code) == (False, None)
     assert results["c-slow"].code == "ABORTED"
     assert results["c-later"].code == "ABORTED_BEFORE_DISPATCH"
     assert "never started (aborted: enough)" in text_of(results["c-later"].content)
-    assert [e.data.call_id for e in of_type(agent.session.events, "tool/call")] == [
+    assert [e.call_id for e in data_of(agent.session.events, ToolCallEvent)] == [
         "c-fast",
         "c-slow",
     ]
-    assert of_type(agent.session.events, "turn/end")[0].data.reason == TurnAborted("enough")
+    assert data_of(agent.session.events, TurnEnd)[0].reason == TurnAborted("enough")
 
 
 async def test_dispose_while_a_batch_runs() -> None:
@@ -143,9 +152,9 @@ async def test_dispose_while_a_batch_runs() -> None:
         agent.send("go")
         await wait_for(lambda: probe.running == 2)
         await agent.dispose()
-        results = of_type(agent.session.events, "tool/result")
-        assert [r.data.code for r in results] == ["ABORTED", "ABORTED"]
-        assert "the agent was disposed" in results[0].data.content[0].text
+        results = data_of(agent.session.events, ToolResultEvent)
+        assert [r.code for r in results] == ["ABORTED", "ABORTED"]
+        assert "the agent was disposed" in text_of(results[0].content)
 
 
 # -- every call has exactly one result, whatever happens to it -------------------------------
@@ -157,12 +166,12 @@ Calls = list[tuple[str, str, dict[str, Any]]]
 def one_result_per_call(events: Any) -> dict[str, Any]:
     """The result of each call the model made, by call id, in the model's order; fails unless
     there is exactly one each (and every logged ``tool/call`` is one of them)."""
-    messages = of_type(events, "assistant/message")
-    calls = [b.id for e in messages for b in e.data.content if isinstance(b, ToolCall)]
-    results = [e.data for e in of_type(events, "tool/result")]
+    messages = data_of(events, AssistantMessage)
+    calls = [b.id for m in messages for b in m.content if isinstance(b, ToolCall)]
+    results = data_of(events, ToolResultEvent)
     assert calls == [r.call_id for r in results], (calls, results)
     assert len(set(calls)) == len(calls), calls
-    assert {e.data.call_id for e in of_type(events, "tool/call")} <= set(calls)
+    assert {e.call_id for e in data_of(events, ToolCallEvent)} <= set(calls)
     return {r.call_id: r for r in results}
 
 
@@ -221,8 +230,8 @@ async def test_every_error_path_gives_each_call_one_result_and_the_host_goes_on(
         assert "raised KeyboardInterrupt; a tool cannot exit" in text_of(results["c3"].content)
         agent.send("still there?")  # the harness (and this test process) kept running
         await agent.wait_idle()
-        ends = of_type(agent.session.events, "turn/end")
-        assert [e.data.reason.type for e in ends] == ["completed", "completed"]
+        ends = data_of(agent.session.events, TurnEnd)
+        assert ends[0].reason == ends[1].reason == TurnCompleted()
 
 
 async def echo(args: Any, execution: Any) -> str:
@@ -267,10 +276,10 @@ async def test_a_failed_checkpoint_before_the_calls_still_gives_each_one_result(
         "Error: tool call never started: the step failed (plugin 'FailingToolCheckpoint' failed "
         "in dsh_session_checkpoint: OSError: [Errno 28] No space left on device)"
     )
-    [error] = of_type(events, "error")
-    assert "No space left on device" in error.data.message
-    assert of_type(events, "turn/end")[-1].data.reason.type == "error"
-    assert [e.data.call_id for e in of_type(events, "tool/call")] == ["c1"]  # c1 ran alone
+    [error] = data_of(events, ErrorEvent)
+    assert "No space left on device" in error.message
+    assert data_of(events, TurnEnd)[-1].reason.type == "error"
+    assert [e.call_id for e in data_of(events, ToolCallEvent)] == ["c1"]  # c1 ran alone
 
 
 # -- duplicate tool-call ids ----------------------------------------------------------------
@@ -292,7 +301,7 @@ async def test_duplicate_call_ids_are_made_unique_before_the_history(harness: Ha
     agent.send("go")
     await agent.wait_idle()
     events = agent.session.events
-    messages = [e.data for e in of_type(events, "assistant/message")]
+    messages = data_of(events, AssistantMessage)
     ids = [[b.id for b in m.content if isinstance(b, ToolCall)] for m in messages]
     assert ids[:2] == [["call_0", "call_0_2", "call_2"], ["call_0_3", "call_0_2_2"]]
     assert list(one_result_per_call(events)) == [*ids[0], *ids[1]]
@@ -310,6 +319,12 @@ def test_unique_ids_leave_a_message_without_clashes_as_it_is() -> None:
     assert with_unique_call_ids(message, used) is message
     assert used == {"a"}
     assert with_unique_call_ids(Message("assistant", (Text("hi"),)), used).content == (Text("hi"),)
+
+
+def test_unique_ids_keep_the_other_blocks_where_they_were() -> None:
+    message = Message("assistant", (Text("a"), ToolCall("a", "t", "{}"), Text("b")))
+    renamed = with_unique_call_ids(message, {"a"})
+    assert renamed.content == (Text("a"), ToolCall("a_2", "t", "{}"), Text("b"))
 
 
 @given(
@@ -397,7 +412,7 @@ async def test_tool_results_are_converted_or_refused_and_the_session_reloads(
             assert (result.is_error, result.code) == (True, "TOOL_ERROR"), name
         else:
             assert (result.content, result.is_error) == ((Text(expected),), False), name
-    assert of_type(loaded, "turn/end")[-1].data.reason.type == "completed"
+    assert data_of(loaded, TurnEnd)[-1].reason.type == "completed"
 
 
 def error_text(outcome: ToolOutcome) -> str:

@@ -484,3 +484,95 @@ async def test_two_harnesses_run_side_by_side_with_different_plugins() -> None:
         assert two.plugins.runtime.impls("dsh_system_prompt_assemble") == []
         assert one.plugins.pm is not two.plugins.pm
         assert isinstance(one.plugins.pm, pluggy.PluginManager)
+
+
+# -- notifiers: the notify-sync hooks called per streamed chunk ---------------------------------
+
+
+def test_a_hook_without_implementations_has_a_notifier_that_does_nothing() -> None:
+    notify = runtime().notifier("dsh_agent_stream_chunk")
+    assert notify is runtime().notifier("dsh_session_event")  # one shared do-nothing call
+    assert notify(None, 1, 1, TextDelta(0, "x")) is None
+
+
+def test_a_notifier_passes_each_implementation_the_arguments_it_names() -> None:
+    seen: list[tuple[Any, ...]] = []
+
+    class Everything:  # the spec's arguments in the spec's order: called as it is
+        @hookimpl
+        def dsh_agent_stream_chunk(self, agent: Any, turn: int, step: int, chunk: Any) -> None:
+            seen.append(("all", agent, turn, step, chunk))
+
+    class OnlyChunk:
+        @hookimpl
+        def dsh_agent_stream_chunk(self, chunk: Any) -> None:
+            seen.append(("chunk", chunk))
+
+    class Reordered:
+        @hookimpl
+        def dsh_agent_stream_chunk(self, chunk: Any, agent: Any) -> None:
+            seen.append(("reordered", chunk, agent))
+
+    class Nothing:
+        @hookimpl
+        def dsh_agent_stream_chunk(self) -> None:
+            seen.append(("nothing",))
+
+    hooks = runtime(Everything(), OnlyChunk(), Reordered(), Nothing())
+    hooks.notifier("dsh_agent_stream_chunk")("agent", 2, 3, "delta")
+    # pluggy's call order (last registered first), as notify_sync calls them
+    assert seen == [
+        ("nothing",),
+        ("reordered", "delta", "agent"),
+        ("chunk", "delta"),
+        ("all", "agent", 2, 3, "delta"),
+    ]
+    seen.clear()
+    hooks.notify_sync(
+        "dsh_agent_stream_chunk", {"agent": "agent", "turn": 2, "step": 3, "chunk": "delta"}
+    )
+    assert [s[0] for s in seen] == ["nothing", "reordered", "chunk", "all"]
+
+
+def test_a_notifier_contains_failures_like_notify_sync() -> None:
+    seen: list[int] = []
+
+    class Broken:
+        @hookimpl
+        def dsh_session_event(self, event: Any) -> None:
+            raise RuntimeError("observer bug")
+
+    class Watch:
+        @hookimpl
+        def dsh_session_event(self, session: Any, event: Any) -> None:
+            seen.append(event)
+
+    with capture_logs() as logs:
+        runtime(Watch(), Broken()).notifier("dsh_session_event")(None, 7)
+    assert seen == [7]
+    assert logs[0]["log_level"] == "error"
+    assert logs[0]["hook"] == "dsh_session_event" and logs[0]["plugin"] == "p1"
+
+
+def test_a_notifier_is_kept_until_the_implementations_change() -> None:
+    seen: list[str] = []
+
+    class Watch:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @hookimpl
+        def dsh_session_event(self, event: Any) -> None:
+            seen.append(self.name)
+
+    p = plugins(Watch("a"))
+    first = p.runtime.notifier("dsh_session_event")
+    assert p.runtime.notifier("dsh_session_event") is first
+    p.register(Watch("b"), name="b")
+    p.runtime.notifier("dsh_session_event")(None, 1)
+    assert seen == ["b", "a"]
+    p.pm.unregister(name="b")
+    p.runtime.invalidate()  # as Plugins.register does
+    seen.clear()
+    p.runtime.notifier("dsh_session_event")(None, 1)
+    assert seen == ["a"]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from importlib.metadata import Distribution, EntryPoint, EntryPoints
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
+import dsh.plugins
 from dsh import Harness, PluginLoadError, hookimpl
-from dsh.plugins import disabled_from_env
+from dsh.plugins import ENTRY_POINT_GROUP, Plugins, disabled_from_env
 from tests.helpers import foreign_plugins, hide_plugins, make_dist
 
 
@@ -32,6 +35,42 @@ async def test_entry_points_are_loaded_sorted_and_deduplicated(dists: Path) -> N
     assert failure.name == "broken" and failure.distribution == "fake_dist"
     assert "missing dependency xyz" in failure.error
     assert any(log["plugin"] == "broken" for log in logs)
+
+
+def test_an_entry_point_without_a_distribution_loads_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = EntryPoint("bare", "tests.test_plugins:Host", ENTRY_POINT_GROUP)
+    monkeypatch.setattr(dsh.plugins, "entry_points", lambda group: EntryPoints([made]))
+    plugins = Plugins()
+    plugins.load_entrypoints()
+    assert plugins.names() == ["bare"]
+    info = plugins.info["bare"]
+    assert (info.distribution, info.version) == (None, None)
+
+
+class CountingDist(Distribution):
+    """A distribution whose metadata file counts its reads."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read_text(self, filename: str) -> str | None:
+        if filename in ("METADATA", "PKG-INFO"):
+            self.reads += 1
+            return "Metadata-Version: 2.1\nName: counted\nVersion: 2.0\n"
+        return None
+
+    def locate_file(self, path: Any) -> Any:
+        raise NotImplementedError
+
+
+def test_a_distribution_is_read_once_for_all_its_plugins() -> None:
+    plugins, dist = Plugins(), CountingDist()
+    assert plugins._distribution(dist) == ("counted", "2.0")
+    reads = dist.reads
+    assert plugins._distribution(dist) == ("counted", "2.0")
+    assert dist.reads == reads  # the second plugin of the distribution parses nothing
 
 
 async def test_strict_mode_makes_a_broken_plugin_fatal(dists: Path) -> None:

@@ -62,6 +62,8 @@ class BudgetExceeded:
 
 #: The events that bill model use (a sub-agent's ``subagent/end`` counts in its parent's budgets).
 _BILLED = (AssistantMessage, HistorySummary, SubagentEnd)
+#: The events that change what a session spent (a chunk, most of a log, never does).
+_ACCOUNTED = (TurnStart, StepStart, *_BILLED)
 
 
 @define
@@ -113,6 +115,8 @@ class BudgetsPlugin:
 
     @hookimpl
     def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        if not isinstance(event.data, _ACCOUNTED):
+            return
         spend = self._spend.get(session.id)
         if spend is not None:
             self._account(spend, event)

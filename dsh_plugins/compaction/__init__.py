@@ -42,6 +42,7 @@ from dsh.events import (
     SessionEvent,
 )
 from dsh.harness import Harness
+from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.session import summary_message
 from dsh.tokens import TokenMeter, message_tokens
@@ -135,32 +136,46 @@ class CompactionPlugin:
 
     # -- thresholds ------------------------------------------------------------------------
     def context_window(self, model: str) -> int:
-        config = self.config
-        if model in config.context_windows:
-            return config.context_windows[model]
-        if config.context_window is not None:
-            return config.context_window
-        info = self._harness.llm.model_info(model) if self._harness else None
-        if info is not None and info.context_window is not None:
-            return info.context_window
-        return config.default_context_window
+        return self._window(model, self._info(model))
 
     def reserve(self, model: str) -> int:
         """The tokens kept free for the answer: ``reserve_tokens``, but never more than the
         model's output limit (its answer cannot be longer) nor half its window (a small local
         model would otherwise be compacted before every request, or always)."""
-        window = self.context_window(model)
-        info = self._harness.llm.model_info(model) if self._harness else None
-        limit = info.max_output_tokens if info is not None else None
-        return min(self.config.reserve_tokens, window // 2, limit or window)
+        info = self._info(model)
+        return self._reserve(self._window(model, info), info)
 
     def threshold(self, model: str) -> int:
-        return self.context_window(model) - self.reserve(model)
+        return self.limits(model)[0]
 
     def target(self, model: str) -> int:
         """What a compaction aims at: the low-water mark, never above the threshold."""
-        window = self.context_window(model)
-        return min(self.threshold(model), int(window * self.config.low_water))
+        return self.limits(model)[1]
+
+    def limits(self, model: str) -> tuple[int, int]:
+        """The threshold and the target of ``model``, asking its adapter about it once (this
+        runs before every request)."""
+        info = self._info(model)
+        window = self._window(model, info)
+        threshold = window - self._reserve(window, info)
+        return threshold, min(threshold, int(window * self.config.low_water))
+
+    def _info(self, model: str) -> ModelInfo | None:
+        return self._harness.llm.model_info(model) if self._harness else None
+
+    def _window(self, model: str, info: ModelInfo | None) -> int:
+        config = self.config
+        if model in config.context_windows:
+            return config.context_windows[model]
+        if config.context_window is not None:
+            return config.context_window
+        if info is not None and info.context_window is not None:
+            return info.context_window
+        return config.default_context_window
+
+    def _reserve(self, window: int, info: ModelInfo | None) -> int:
+        limit = info.max_output_tokens if info is not None else None
+        return min(self.config.reserve_tokens, window // 2, limit or window)
 
     # -- hooks -----------------------------------------------------------------------------
     @hookimpl(trylast=True)
@@ -173,7 +188,7 @@ class CompactionPlugin:
         forced = agent.id in self._forced
         self._forced.discard(agent.id)
         raw = self.meter.raw(request)
-        limit, target = self.threshold(request.model), self.target(request.model)
+        limit, target = self.limits(request.model)
         if self.meter.estimate(request, raw) > limit or forced:
             reason = "overflow" if forced else "threshold"
             await self._compact(agent, turn, request, reason, target)
@@ -195,6 +210,7 @@ class CompactionPlugin:
     def dsh_agent_disposed(self, agent: Agent) -> None:
         """Forget what was kept for the agent (a long-running host creates them without end)."""
         self._estimates.pop(agent.session.id, None)
+        self.meter.forget(agent.session.id)
         self._forced.discard(agent.id)
         self._overflowed = {key for key in self._overflowed if key[0] != agent.id}
 

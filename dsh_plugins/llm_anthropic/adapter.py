@@ -24,7 +24,7 @@ from dsh.errors import LlmError
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent
-from dsh.streaming import EventReader, HttpClient
+from dsh.streaming import EventReader, HttpClient, decode_json
 from dsh_plugins.llm_anthropic.config import AnthropicConfig
 from dsh_plugins.llm_anthropic.events import EventTranslator
 from dsh_plugins.llm_anthropic.failures import (
@@ -205,7 +205,7 @@ async def _body_start(response: aiohttp.ClientResponse) -> bytes:
 
 def _json(event: SseEvent) -> Any:
     try:
-        return json.loads(event.data)
+        return decode_json(event.data)
     except ValueError as exc:
         raise LlmError.of(
             "MALFORMED_RESPONSE",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,11 +17,13 @@ import structlog
 
 from dsh import keys
 from dsh.chunks import LlmFailure, StreamChunk
+from dsh.content import Message
 from dsh.errors import LlmError
 from dsh.llm import ModelInfo
+from dsh.memo import HistoryMemo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent
-from dsh.streaming import EventReader, HttpClient
+from dsh.streaming import EventReader, HttpClient, decode_json
 from dsh_plugins.llm_deepseek.config import DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import (
     QUOTE_CHARS,
@@ -31,12 +32,21 @@ from dsh_plugins.llm_deepseek.failures import (
     not_event_stream_failure,
 )
 from dsh_plugins.llm_deepseek.models import model_info, served_ids, wire_name
-from dsh_plugins.llm_deepseek.serialize import request_body, uses_strict_tools, wire_message
+from dsh_plugins.llm_deepseek.serialize import (
+    encode_body,
+    encoded_wire,
+    passes_reasoning_back,
+    uses_strict_tools,
+    wire_message,
+)
 from dsh_plugins.llm_deepseek.translate import ChunkTranslator
 
 __all__ = ["PROVIDER", "DeepSeekAdapter"]
 
 PROVIDER = "deepseek"
+#: The most messages whose encoded JSON the adapter keeps per mode (sessions used least recently
+#: are forgotten first): the bound the cache of wire forms had before.
+MEMO_MESSAGES = 16_384
 log = structlog.get_logger("dsh.llm_deepseek")
 
 
@@ -51,8 +61,14 @@ class DeepSeekAdapter:
         self._http = HttpClient(
             connect_timeout_s=config.connect_timeout_s, max_connections=config.max_connections
         )
-        # Histories are re-sent unchanged at every step: serialise each message once.
-        self._serialize = functools.lru_cache(maxsize=16_384)(wire_message)
+        # Histories are re-sent unchanged at every step: encode each message once (per
+        # session, as its history grows; per mode, since the passback rule depends on it). The
+        # cache of wire forms serves histories that were rewritten (compaction, fallback).
+        self._serialize = functools.lru_cache(maxsize=1_024)(wire_message)
+        self._encoded = (
+            HistoryMemo(functools.partial(self._encode, passback=False), limit=MEMO_MESSAGES),
+            HistoryMemo(functools.partial(self._encode, passback=True), limit=MEMO_MESSAGES),
+        )
 
     def __repr__(self) -> str:
         return f"<DeepSeekAdapter {self.base_url}>"
@@ -74,8 +90,10 @@ class DeepSeekAdapter:
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
         """The chunks of one streamed completion."""
         model = wire_name(request.model.removeprefix(f"{PROVIDER}/"))
+        encoded = self._encoded[passes_reasoning_back(request)]
+        history = encoded.results(request.session_id, request.messages)
         response = await self._post(
-            self.url_for(request), request_body(request, model, self._serialize)
+            self.url_for(request), encode_body(request, model, history), model, request
         )
         translator = ChunkTranslator()
         config = self.config
@@ -102,7 +120,12 @@ class DeepSeekAdapter:
     def _client(self) -> aiohttp.ClientSession:
         return self._http.session()
 
-    async def _post(self, url: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
+    def _encode(self, message: Message, passback: bool) -> str:
+        return encoded_wire(message, passback, self._serialize)
+
+    async def _post(
+        self, url: str, body: str, model: str, request: LlmRequest
+    ) -> aiohttp.ClientResponse:
         """Send the request and wait for a 2xx answer's headers; raise on anything else."""
         if self._api_key is None:
             raise LlmError(missing_key_failure())
@@ -111,11 +134,12 @@ class DeepSeekAdapter:
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
         }
-        log.debug("deepseek request", url=url, model=body["model"], messages=len(body["messages"]))
+        messages = len(request.messages) + bool(request.system)
+        log.debug("deepseek request", url=url, model=model, messages=messages)
         timeout_s = self.config.idle_timeout_s
         try:
             async with asyncio.timeout(timeout_s):
-                response = await self._client().post(url, data=json.dumps(body), headers=headers)
+                response = await self._client().post(url, data=body, headers=headers)
                 try:
                     failure = await _failure_of(response)
                     if failure is not None:
@@ -159,7 +183,7 @@ async def _body_start(response: aiohttp.ClientResponse) -> bytes:
 
 def _json(event: SseEvent) -> Any:
     try:
-        return json.loads(event.data)
+        return decode_json(event.data)
     except ValueError as exc:
         raise LlmError.of(
             "MALFORMED_RESPONSE", f"DeepSeek sent an event that is not JSON: {event.data:.200}"

@@ -15,6 +15,7 @@ weekday holiday is priced as an ordinary weekday.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from attrs import frozen
@@ -94,6 +95,7 @@ def wire_name(model: str) -> str:
     return ALIASES.get(model, model)
 
 
+@functools.lru_cache(maxsize=256)  # asked several times per step (compaction, budgets)
 def model_info(model: str) -> ModelInfo | None:
     """What the table knows about ``model`` (a current name or an alias; a provider prefix
     such as ``deepseek/`` is ignored), or ``None`` for a model it does not list."""

@@ -10,14 +10,24 @@ with their schemas closed (:mod:`~dsh_plugins.llm_deepseek.strict`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from attrs import evolve
 
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.request import LlmRequest, ToolSchema
 from dsh_plugins.llm_deepseek.strict import close_schema
 
-__all__ = ["EMPTY_TOOL_OUTPUT", "request_body", "uses_strict_tools", "wire_message"]
+__all__ = [
+    "EMPTY_TOOL_OUTPUT",
+    "encode_body",
+    "encoded_wire",
+    "request_body",
+    "uses_strict_tools",
+    "wire_message",
+]
 
 EMPTY_TOOL_OUTPUT = "(no output)"
 WireMessage = dict[str, Any]
@@ -60,6 +70,28 @@ def request_body(
         # JSON output mode; the API also wants the word "json" in the prompt (the caller's).
         body["response_format"] = {"type": request.response_format}
     return body
+
+
+def encoded_wire(message: Message, passback: bool, serialize: Serializer) -> str:
+    """The wire messages of one message (``serialize``, e.g. :func:`wire_message`) as JSON
+    text, as they stand in the body's ``messages`` array (``", "``-separated; ``""`` for a
+    message that sends none)."""
+    return ", ".join(json.dumps(wire) for wire in serialize(message, passback))
+
+
+def encode_body(request: LlmRequest, model: str, encoded: Sequence[str]) -> str:
+    """:func:`request_body` as the JSON text ``json.dumps`` writes for it, the history given
+    already encoded (:func:`encoded_wire` of each message, in order).
+
+    A history is re-sent, unchanged, at every step, and encoding it was most of a step's cost
+    (as for any client that sends a whole conversation); the adapter encodes each message once
+    and joins the encoded messages here.
+    """
+    body = request_body(evolve(request, messages=()), model)
+    head = json.dumps({"model": body.pop("model")})[:-1]
+    parts = [json.dumps(wire) for wire in body.pop("messages")]
+    parts.extend(filter(None, encoded))  # in C: the history is long, and sent every step
+    return f'{head}, "messages": [{", ".join(parts)}], {json.dumps(body)[1:]}'
 
 
 def wire_messages(request: LlmRequest, serialize: Serializer) -> list[WireMessage]:

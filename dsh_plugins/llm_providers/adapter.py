@@ -22,7 +22,7 @@ from dsh.errors import LlmError
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent
-from dsh.streaming import EventReader, HttpClient
+from dsh.streaming import EventReader, HttpClient, decode_json
 from dsh_plugins.llm_providers.failures import QUOTE, http_failure, not_a_stream
 from dsh_plugins.llm_providers.profiles import Provider
 from dsh_plugins.llm_providers.translate import Translator
@@ -150,7 +150,7 @@ async def _failure_of(provider: str, response: aiohttp.ClientResponse) -> LlmFai
 
 def _payload(provider: str, event: SseEvent) -> Any:
     try:
-        return json.loads(event.data)
+        return decode_json(event.data)
     except ValueError as exc:
         raise LlmError.of(
             "MALFORMED_RESPONSE", f"{provider} sent an event that is not JSON: {event.data:.200}"

@@ -16,9 +16,13 @@ from dsh.content import Message, Text, ToolCall, ToolResult
 from dsh.errors import ConfigError
 from dsh.events import (
     AssistantMessage,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
     SessionEvent,
     SteeringMessage,
     ToolResultEvent,
+    TurnEnd,
     TurnError,
     UserMessage,
 )
@@ -39,7 +43,7 @@ from dsh.testing.mockserver import MockServer
 from dsh.tokens import message_tokens
 from dsh_plugins.compaction import CompactionConfig, CompactionPlugin, choose_cut
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
-from tests.helpers import of_type
+from tests.helpers import data_of, of_type
 
 SMALL = {"context_window": 600, "reserve_tokens": 100, "keep_recent_tokens": 120}
 
@@ -62,8 +66,8 @@ async def make(
     return h, plugin
 
 
-def summarised(events: Any) -> list[SessionEvent]:
-    return of_type(events, "compaction/summary")
+def summarised(events: Any) -> list[HistorySummary]:
+    return data_of(events, HistorySummary)
 
 
 # -- cut points ------------------------------------------------------------------------------
@@ -185,12 +189,12 @@ async def test_threshold_compaction_prunes_then_summarises_and_the_turn_goes_on(
     final = adapter.requests[3].messages
     assert final == (summary_message("SUMMARY OF WORK"), Message("user", (Text("b" * 2400),)))
     assert final == agent.session.derive_messages()[:-1]
-    assert of_type(events, "turn/end")[-1].data.reason.type == "completed"
-    start = of_type(events, "compaction/start")[0].data
-    summary = summarised(events)[0].data
+    assert data_of(events, TurnEnd)[-1].reason.type == "completed"
+    start = data_of(events, HistoryRewriteStart)[0]
+    summary = summarised(events)[0]
     assert start.reason == "threshold" and summary.tokens_after < summary.tokens_before
     assert summary.usage is not None and summary.model == "m"
-    assert of_type(events, "compaction/end")[0].data.tokens_after == summary.tokens_after
+    assert data_of(events, HistoryRewriteEnd)[0].tokens_after == summary.tokens_after
     await h.close()
 
 
@@ -244,11 +248,11 @@ async def test_overflow_compacts_and_retries_once() -> None:
     agent.send("y" * 800)
     await agent.wait_idle()
     events = agent.session.events
-    assert of_type(events, "compaction/start")[0].data.reason == "overflow"
-    assert of_type(events, "turn/end")[1].data.reason.type == "completed"
+    assert data_of(events, HistoryRewriteStart)[0].reason == "overflow"
+    assert data_of(events, TurnEnd)[1].reason.type == "completed"
     agent.send("z" * 800)
     await agent.wait_idle()
-    reason = of_type(agent.session.events, "turn/end")[-1].data.reason
+    reason = data_of(agent.session.events, TurnEnd)[-1].reason
     assert isinstance(reason, TurnError) and reason.failure.code == "CONTEXT_WINDOW_EXCEEDED"
     await h.close()
 
@@ -273,14 +277,14 @@ async def test_a_failed_summary_is_logged_and_the_request_goes_ahead() -> None:
     await agent.wait_idle()
     agent.send("second " * 200)
     await agent.wait_idle()
-    ends = of_type(agent.session.events, "compaction/end")
-    assert ends[0].data.error == "summary failed: SERVER: down"
+    ends = data_of(agent.session.events, HistoryRewriteEnd)
+    assert ends[0].error == "summary failed: SERVER: down"
     agent.send("third " * 100)
     await agent.wait_idle()
-    ends = of_type(agent.session.events, "compaction/end")
-    assert ends[-1].data.error == "summary failed: the model returned an empty summary"
+    ends = data_of(agent.session.events, HistoryRewriteEnd)
+    assert ends[-1].error == "summary failed: the model returned an empty summary"
     assert not summarised(agent.session.events)
-    assert of_type(agent.session.events, "turn/end")[-1].data.reason.type == "completed"
+    assert data_of(agent.session.events, TurnEnd)[-1].reason.type == "completed"
     await h.close()
 
 
@@ -313,6 +317,7 @@ async def test_context_windows_and_skips() -> None:
     assert plugin.context_window("d") == 50_000
     assert plugin.context_window("s") == 128_000
     assert plugin.threshold("a") == 990
+    assert plugin.reserve("a") == 10 and plugin.limits("a") == (990, plugin.target("a"))
     await h.close()
     h, plugin = await make({"context_window": 7})
     assert plugin.context_window("anything") == 7
@@ -359,7 +364,7 @@ async def test_long_conversation_against_the_mock_server_and_resume() -> None:
                 await agent.wait_idle()
             events = agent.session.events
             assert summarised(events), "compaction fired"
-            reasons = [e.data.reason.type for e in of_type(events, "turn/end")]
+            reasons = [e.reason.type for e in data_of(events, TurnEnd)]
             assert reasons == ["completed"] * 8
             snapshot = MemoryStore()
             snapshot.stored = {sid: list(log) for sid, log in store.stored.items()}
@@ -399,8 +404,10 @@ async def test_a_disposed_agent_is_forgotten() -> None:
     agent.send("x" * 800)
     await agent.wait_idle()
     assert plugin._overflowed
+    assert agent.session.id in plugin.meter._messages
     await agent.dispose()
     assert not plugin._overflowed and not plugin._estimates and not plugin._forced
+    assert agent.session.id not in plugin.meter._messages
     await h.close()
 
 
@@ -443,9 +450,9 @@ async def long_conversation(low_water: float, turns: int) -> tuple[CompactionPlu
 async def test_compaction_goes_down_to_the_low_water_mark() -> None:
     plugin, _, events = await long_conversation(0.5, 30)
     assert plugin.target("m") == 2000 and plugin.threshold("m") == 3500
-    ends = of_type(events, "compaction/end")
-    assert ends and all(e.data.tokens_after <= 2000 for e in ends)
-    reasons = {e.data.reason for e in of_type(events, "compaction/start")}
+    ends = data_of(events, HistoryRewriteEnd)
+    assert ends and all(e.tokens_after <= 2000 for e in ends)
+    reasons = {e.reason for e in data_of(events, HistoryRewriteStart)}
     assert reasons == {"threshold"}
 
 

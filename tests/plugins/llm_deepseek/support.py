@@ -9,7 +9,7 @@ from typing import Any
 
 from dsh.chunks import StreamChunk
 from dsh.content import Message, Text
-from dsh.events import SessionEvent, TurnEnd, TurnEndReason
+from dsh.events import AssistantChunk, SessionEvent, TurnEnd, TurnEndReason
 from dsh.request import LlmRequest
 from dsh.sse import SseParser
 from dsh.testing.mockserver import MockServer, Scenario
@@ -70,4 +70,6 @@ def turn_ends(events: Sequence[SessionEvent]) -> list[TurnEndReason]:
 
 
 def chunks_of_turn(events: Sequence[SessionEvent], turn: int) -> list[StreamChunk]:
-    return [e.data.chunk for e in events if e.type == "assistant/chunk" and e.data.turn == turn]
+    return [
+        e.data.chunk for e in events if isinstance(e.data, AssistantChunk) and e.data.turn == turn
+    ]

@@ -24,7 +24,15 @@ from dsh.chunks import (
     UsageChunk,
 )
 from dsh.content import Reasoning, Text, ToolCall
-from dsh.events import ErrorEvent, RetryEvent, SessionEvent, TurnAborted, TurnCompleted, TurnError
+from dsh.events import (
+    AssistantMessage,
+    ErrorEvent,
+    RetryEvent,
+    SessionEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnError,
+)
 from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter
 from dsh.testing.mockserver import MockServer, reply
@@ -75,7 +83,7 @@ async def test_each_fault_ends_the_turn_keeps_what_streamed_and_the_loop_goes_on
     assert second == TurnCompleted()
     errors = [e.data for e in events if isinstance(e.data, ErrorEvent)]
     assert [(e.turn, e.code) for e in errors] == [(1, code)]
-    assert [e.data.turn for e in events if e.type == "assistant/message"] == [2]
+    assert [e.data.turn for e in events if isinstance(e.data, AssistantMessage)] == [2]
     if partial:
         assert TextDelta(0, "Partial") in chunks_of_turn(events, 1)
 
@@ -116,12 +124,12 @@ async def test_with_the_retry_plugin_a_rate_limited_turn_completes(
     await agent.wait_idle()
     events = agent.session.events
     assert turn_ends(events) == [TurnCompleted()]
-    retries = [e.data for e in events if e.type == "llm/retry"]
+    retries = [e.data for e in events if isinstance(e.data, RetryEvent)]
     assert [(r.turn, r.step, r.attempt, r.code, r.delay_s) for r in retries] == [
         (1, 1, 1, "RATE_LIMIT", 2.0),
         (1, 1, 2, "SERVER", 1.0),
     ]
-    assert all(isinstance(r, RetryEvent) for r in retries)
+    assert [e.type for e in events if e.type == RetryEvent.type] == ["llm/retry"] * 2
     assert sleeps == [2.0, 1.0]
     assert not any(e.type == "error" for e in events)
 

@@ -17,7 +17,7 @@ import pytest
 from dsh import AgentOptions, Harness
 from dsh.chunks import TokenUsage
 from dsh.content import Message, Text
-from dsh.events import TurnCompleted, TurnError
+from dsh.events import AssistantMessage, TurnCompleted, TurnEnd, TurnEndReason, TurnError
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.testing.mock import deepseek_config
@@ -37,7 +37,7 @@ from dsh_plugins.llm_deepseek.models import (
     wire_name,
 )
 from dsh_plugins.llm_deepseek.serialize import request_body
-from tests.helpers import of_type
+from tests.helpers import data_of
 
 MILLION = TokenUsage(1_000_000, 1_000_000, cache_read_tokens=1_000_000)
 
@@ -167,7 +167,7 @@ def test_response_format_is_sent_only_when_set() -> None:
 
 async def json_agent_turn(
     mock_server: MockServer, system_prompt: str, response_format: str | None
-) -> tuple[list[object], str]:
+) -> tuple[list[TurnEndReason], str]:
     """One turn of an agent with JSON output mode: the turn's end and the answer's text."""
     async with Harness(
         load_entrypoints=False, plugins=[DeepSeekPlugin], config=deepseek_config(mock_server)
@@ -181,12 +181,12 @@ async def json_agent_turn(
         agent.send("What is the capital of France?")
         await agent.wait_idle()
         events = agent.session.events
-        ends = [event.data.reason for event in of_type(events, "turn/end")]
-        messages = of_type(events, "assistant/message")
+        ends = [event.reason for event in data_of(events, TurnEnd)]
+        messages = data_of(events, AssistantMessage)
         text = "".join(
             block.text
-            for event in messages
-            for block in event.data.content
+            for message in messages
+            for block in message.content
             if isinstance(block, Text)
         )
         return ends, text

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from dsh import AgentOptions, ConfigError, DshError, Harness, HookError
 from dsh.chunks import BlockStart, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
 from dsh.content import Text
-from dsh.converter import EventCodec
+from dsh.converter import EventCodec, dumps
 from dsh.events import AssistantChunk, SessionEvent, UserMessage
 from dsh.testing import ScriptedAdapter, text_response
 from dsh_plugins.persistence_jsonl import (
@@ -27,7 +27,7 @@ from dsh_plugins.persistence_jsonl import (
     list_sessions,
     read_session,
 )
-from dsh_plugins.persistence_jsonl.format import decode_lines, encode_events
+from dsh_plugins.persistence_jsonl.format import _times_json, decode_lines, encode_events
 
 CODEC = EventCodec()
 
@@ -150,6 +150,53 @@ def test_runs_of_deltas_are_packed_into_one_line() -> None:
         "times": [0.0, 1.0, 2.0],
         "texts": ["a", "b", "c"],
     }
+
+
+numbers = st.floats() | st.integers() | st.booleans()
+#: Epoch seconds as time.time() gives them: where the fast path writes the times.
+epoch_times = st.floats(1e9, 1e10)
+
+
+@given(st.lists(numbers, max_size=8) | st.lists(st.floats(1e-4, 1e16, exclude_max=True)))
+def test_a_runs_times_are_written_as_dumps_writes_them(times: list[float]) -> None:
+    assert _times_json(times) == dumps(times)
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        [1.7e9, float("nan")],
+        [float("nan"), 1.7e9],
+        [1.7e9, float("inf")],
+        [9.999e-05, 1.7e9],
+        [1e16, 1.7e9],
+        [1.7e9, "1.7e9"],
+        [],
+    ],
+)
+def test_times_the_fast_path_might_write_otherwise_go_to_dumps(times: list[Any]) -> None:
+    assert _times_json(times) == dumps(times)
+
+
+@given(st.lists(st.tuples(epoch_times, st.text(max_size=4)), min_size=2, max_size=30))
+def test_a_packed_line_is_the_text_dumps_writes_for_its_row(
+    deltas: list[tuple[float, str]],
+) -> None:
+    events = [
+        SessionEvent("assistant/chunk", 5 + i, time, AssistantChunk(2, 3, ToolCallDelta(1, "c", t)))
+        for i, (time, t) in enumerate(deltas)
+    ]
+    row = {
+        "packed": "tool-call-delta",
+        "seq": 5,
+        "turn": 2,
+        "step": 3,
+        "index": 1,
+        "times": [time for time, _ in deltas],
+        "texts": [text for _, text in deltas],
+        "id": "c",
+    }
+    assert encode_events(events, CODEC) == dumps(row) + "\n"
 
 
 # -- damage ----------------------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""The body is encoded with each history message encoded once per session: the text is exactly
+what ``json.dumps`` writes for the body, as the history grows and when it is rewritten."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+from hypothesis import given, settings
+
+from dsh.content import Message, Text
+from dsh.request import LlmRequest
+from dsh.testing.mockserver import MockServer
+from dsh.testing.strategies import llm_requests
+from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
+from dsh_plugins.llm_deepseek.models import model_info
+from dsh_plugins.llm_deepseek.serialize import (
+    encode_body,
+    encoded_wire,
+    passes_reasoning_back,
+    request_body,
+    wire_message,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(llm_requests)
+def test_the_encoded_body_is_json_dumps_of_the_body(request: LlmRequest) -> None:
+    passback = passes_reasoning_back(request)
+    encoded = [encoded_wire(m, passback, wire_message) for m in request.messages]
+    assert encode_body(request, "m", encoded) == json.dumps(request_body(request, "m"))
+
+
+def user(text: str) -> Message:
+    return Message("user", (Text(text),))
+
+
+async def test_a_session_s_requests_carry_its_history_as_it_grows_and_is_rewritten(
+    mock_server: MockServer,
+) -> None:
+    adapter = DeepSeekAdapter(DeepSeekConfig(base_url=mock_server.url, api_key="k"))
+    first = LlmRequest("deepseek-v4-flash", (user("a"), user("b")), system="s", session_id="x")
+    grown = attrs.evolve(first, messages=(*first.messages, user("c")))
+    rewritten = attrs.evolve(first, messages=(user("summary"), grown.messages[2]))
+    other = attrs.evolve(grown, session_id=None, thinking=False)
+    sent = [first, grown, rewritten, other]
+    for request in sent:
+        async for _ in adapter.stream(request):
+            pass
+    await adapter.aclose()
+    bodies = [r.body for r in mock_server.requests]
+    assert bodies == [json.loads(json.dumps(request_body(r, "deepseek-flash"))) for r in sent]
+    assert [m["content"] for m in bodies[2]["messages"]] == ["s", "summary", "c"]
+
+
+def test_model_info_is_built_once_per_model() -> None:
+    assert model_info("deepseek-flash") is model_info("deepseek-flash")
+    assert model_info("unknown") is None

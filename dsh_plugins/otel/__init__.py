@@ -13,22 +13,14 @@ recorded only with ``capture_content = true`` in section ``otel``. See
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from attrs import frozen
 
-from dsh.chunks import LlmFailure
 from dsh.errors import LlmError
-from dsh.events import (
-    HistoryRewriteEnd,
-    HistoryRewriteStart,
-    SessionEvent,
-    TurnEndReason,
-    TurnError,
-)
 from dsh.markers import hookimpl
 
 if TYPE_CHECKING:
@@ -37,10 +29,8 @@ if TYPE_CHECKING:
 
     from dsh.agent import Agent
     from dsh.harness import Harness
-    from dsh.request import LlmRequest
-    from dsh.session import Session
-    from dsh.tools import ToolExecution, ToolOutcome
-    from dsh_plugins.otel.telemetry import Telemetry, ToolCallSpan, TurnSpan
+    from dsh_plugins.otel.recorder import Recorder
+    from dsh_plugins.otel.telemetry import Telemetry
 
 __all__ = ["SECTION", "OtelConfig", "OtelPlugin", "load_telemetry", "provider_of"]
 
@@ -83,9 +73,15 @@ def provider_of(harness: Harness, model: str) -> str:
 
 
 class OtelPlugin:
-    """Opens and ends the spans from the loop's hooks. ``tracer_provider``/``meter_provider``
-    default to the global ones (what a host configures); pass others to keep dsh's telemetry
-    apart."""
+    """Records turns, model calls and tool calls once a tracer or meter provider records.
+    ``tracer_provider``/``meter_provider`` default to the global ones (what a host configures);
+    pass others to keep dsh's telemetry apart.
+
+    Until a provider records (the API alone installed, no SDK configured: every default
+    install), the plugin's only work is a look at the providers when a turn starts; the hooks
+    that see every chunk, model call and tool call belong to a
+    :class:`~dsh_plugins.otel.recorder.Recorder`, registered the moment there is something
+    to record: at harness start, or at the first turn after a host sets a global provider."""
 
     def __init__(
         self,
@@ -95,14 +91,13 @@ class OtelPlugin:
         self._providers = (tracer_provider, meter_provider)
         self._telemetry: Telemetry | None = None
         self._harness: Harness | None = None
-        self._turns: dict[str, TurnSpan] = {}
-        self._tools: dict[tuple[str, str], ToolCallSpan] = {}
-        self._providers_of: dict[str, str] = {}
+        self._recorder: Recorder | None = None
 
     @property
     def active(self) -> bool:
-        """Whether spans are being made (the OpenTelemetry API is installed and started)."""
-        return self._telemetry is not None
+        """Whether spans or metrics are being recorded (the OpenTelemetry API is installed and
+        a provider that records is configured)."""
+        return self._recorder is not None
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -119,111 +114,26 @@ class OtelPlugin:
             return
         self._harness = harness
         self._telemetry = module.Telemetry(config.capture_content, *self._providers)
+        self._record()
 
-    # -- turns ---------------------------------------------------------------------------------
     @hookimpl
     def dsh_agent_turn_start(self, agent: Agent, turn: int) -> None:
-        telemetry = self._telemetry
-        if telemetry is not None:
-            session = agent.session.id
-            self._turns[session] = telemetry.start_turn(
-                agent.id, session, turn, agent.options.model
-            )
+        recorder = self._recorder or self._record()
+        if recorder is not None:
+            recorder.start_turn(agent, turn)
 
-    @hookimpl
-    def dsh_agent_turn_end(self, agent: Agent, reason: TurnEndReason) -> None:
-        found = self._turns.pop(agent.session.id, None)
-        if found is not None:
-            failure = reason.failure if isinstance(reason, TurnError) else None
-            found.telemetry.end_turn(found, reason.type, failure)
-
-    @hookimpl(tryfirst=True)
-    def dsh_agent_request_error(self, agent: Agent, failure: LlmFailure, attempt: int) -> None:
-        """Remember the failure: if the step's next model call comes, it was retried."""
-        found = self._turns.get(agent.session.id)
-        if found is not None:
-            found.failure, found.attempt = failure, attempt
-
-    @hookimpl
-    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
-        """Compactions, as events of the turn's span (a manual one outside a turn has none)."""
-        data = event.data
-        if not isinstance(data, HistoryRewriteStart | HistoryRewriteEnd):
-            return
-        found = self._turns.get(session.id)
-        if found is None:
-            return
-        if isinstance(data, HistoryRewriteStart):
-            attributes: dict[str, Any] = {
-                "dsh.compaction.reason": data.reason,
-                "dsh.compaction.tokens_before": data.tokens_before,
-            }
-            found.span.add_event("dsh.compaction.start", attributes)
-        else:
-            attributes = {"dsh.compaction.tokens_after": data.tokens_after}
-            if data.error is not None:
-                attributes["error.type"] = "COMPACTION_FAILED"
-                attributes["dsh.compaction.error"] = data.error
-            found.span.add_event("dsh.compaction.end", attributes)
-
-    # -- model calls ---------------------------------------------------------------------------
-    @hookimpl(trylast=True)
-    async def dsh_llm_stream(
-        self, request: LlmRequest, call_next: Callable[[LlmRequest], Awaitable[Any]]
-    ) -> Any:
-        """Innermost, so that each call that reaches an adapter is one ``chat`` span."""
+    def _record(self) -> Recorder | None:
+        """Register the recorder if a provider records now; the recorder, or ``None``."""
         telemetry, harness = self._telemetry, self._harness
-        if telemetry is None or harness is None:
-            return await call_next(request)
-        turn = self._turns.get(request.session_id) if request.session_id else None
-        if turn is not None:
-            telemetry.retried(turn)
-        call = telemetry.start_chat(
-            request, self._provider(harness, request.model), turn.context if turn else None
+        if telemetry is None or harness is None or not telemetry.refresh():
+            return None
+        from dsh_plugins.otel.recorder import Recorder
+
+        # Named after this plugin (``otel`` → ``otel.recorder``): a host may add a second
+        # instance with providers of its own, and each records.
+        recorder = Recorder(harness, telemetry)
+        harness.plugins.register(
+            recorder, f"{harness.plugins.pm.get_name(self) or SECTION}.recorder"
         )
-        price = harness.llm.pricing(request.model)
-        try:
-            stream = await call_next(request)
-        except BaseException as exc:
-            telemetry.end_chat(call, price, telemetry.error_of(exc))
-            raise
-        return telemetry.observe(call, stream, price)
-
-    def _provider(self, harness: Harness, model: str) -> str:
-        found = self._providers_of.get(model)
-        if found is None:
-            found = self._providers_of[model] = provider_of(harness, model)
-        return found
-
-    # -- tool calls ----------------------------------------------------------------------------
-    @hookimpl(tryfirst=True)
-    async def dsh_tools_execute(
-        self,
-        execution: ToolExecution,
-        call_next: Callable[[ToolExecution], Awaitable[ToolOutcome]],
-    ) -> ToolOutcome:
-        """Outermost, so that the span covers the permission decision and the approval wait."""
-        telemetry = self._telemetry
-        if telemetry is None:
-            return await call_next(execution)
-        session = execution.agent.session.id if execution.agent is not None else ""
-        turn = self._turns.get(session)
-        call = telemetry.start_tool(execution, turn.context if turn else None)
-        key = (session, execution.call_id)
-        self._tools[key] = call
-        try:
-            return await telemetry.run_tool(call, execution, call_next)
-        finally:
-            del self._tools[key]
-
-    @hookimpl(tryfirst=True)
-    def dsh_tools_approve(self, execution: ToolExecution, reason: str) -> None:
-        """A policy asks the host: note it on the tool's span (the answer shows in its
-        outcome) and let the host answer."""
-        session = execution.agent.session.id if execution.agent is not None else ""
-        found = self._tools.get((session, execution.call_id))
-        if found is not None:
-            found.asked = True
-            found.span.add_event(
-                "dsh.tool.approval_requested", {"dsh.tool.approval_reason": reason}
-            )
+        self._recorder = recorder
+        return recorder

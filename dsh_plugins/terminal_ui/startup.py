@@ -15,8 +15,8 @@ from dsh.config import AgentConfig, AgentLoopConfig
 from dsh.errors import DshError
 from dsh.harness import Harness
 from dsh.logs import configure_logging
+from dsh.otlp import start_export
 from dsh.output import import_type
-from dsh_plugins.otel.export import start_export
 from dsh_plugins.terminal_ui.config import SECTION, TerminalUiConfig
 
 __all__ = [

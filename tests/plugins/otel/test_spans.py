@@ -41,7 +41,7 @@ from dsh.testing import (
 )
 from dsh.tokens import Price
 from dsh.tools import ToolExecution, ToolOutcome
-from dsh_plugins.otel import OtelPlugin, provider_of
+from dsh_plugins.otel import provider_of
 from tests.plugins.otel.support import Telemetry, agent_on, run_turn
 
 
@@ -552,14 +552,3 @@ async def test_provider_names_come_from_the_model_id_or_the_adapters_package() -
         assert provider_of(h, "openrouter/some-model") == "openrouter"
         assert provider_of(h, "deepseek-v4-flash") == "deepseek"
         assert provider_of(h, "unheard-of") == "unknown"
-
-
-async def test_the_global_providers_are_used_by_default() -> None:
-    """No SDK configured (the API's no-op providers): the plugin runs and records nothing."""
-    plugin = OtelPlugin()
-    async with Harness(load_entrypoints=False, plugins=[plugin]) as h:
-        h.tools.register(ECHO)
-        agent = agent_on(h, tool_call_response("c1", "echo", {"text": "x"}), text_response("k"))
-        await run_turn(agent)
-        assert plugin.active
-        assert agent.session.events[-1].type == "turn/end"

@@ -13,6 +13,7 @@ import pytest
 
 from dsh import AgentOptions, Harness, Tool
 from dsh.content import Text
+from dsh.events import ToolResultEvent, TurnEnd, TurnError
 from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, error_response, tool_call_response
 from dsh.tools import ToolExecution
@@ -45,10 +46,13 @@ async def test_without_the_api_the_plugin_does_nothing() -> None:
         await agent.wait_idle()
         assert not plugin.active
         assert not await h.hooks.tools_approve(ToolExecution("c2", "echo", "{}"), "why")
-    results = [e.data for e in agent.session.events if e.type == "tool/result"]
+    results = [e.data for e in agent.session.events if isinstance(e.data, ToolResultEvent)]
     assert [r.content for r in results] == [(Text("echo: x"),)]
-    ends = [e.data.reason for e in agent.session.events if e.type == "turn/end"]
-    assert [(r.type, r.failure.code) for r in ends] == [("error", "SERVER")]
+    ends = [e.data.reason for e in agent.session.events if isinstance(e.data, TurnEnd)]
+    assert [(r.type, r.failure.code) for r in ends if isinstance(r, TurnError)] == [
+        ("error", "SERVER")
+    ]
+    assert len(ends) == 1
 
 
 @pytest.mark.usefixtures("no_api")

@@ -2,12 +2,15 @@
 metrics over OTLP/HTTP, as the ``OTEL_*`` environment variables say.
 
 A host embedding dsh configures the SDK itself; this is only for the command line, where dsh is
-the host. The exporters read their endpoint, headers, timeouts and protocol options from the
-environment (``OTEL_EXPORTER_OTLP_ENDPOINT`` and the rest), the SDK its batching and metric
-interval (``OTEL_BSP_*``, ``OTEL_METRIC_EXPORT_INTERVAL``) and its resource
-(``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``); the service name defaults to ``dsh``.
-``OTEL_TRACES_EXPORTER=none`` or ``OTEL_METRICS_EXPORTER=none`` leaves that signal out.
-The providers flush and shut down when the process exits.
+the host. Like :mod:`dsh.logs` it configures the process, not the harness, so it is a front
+door of the core rather than part of a plugin: the command-line front end calls it, and the
+``otel`` plugin, which only ever uses the global providers, records into whatever it installed.
+The exporters read their endpoint, headers, timeouts and protocol options from the environment
+(``OTEL_EXPORTER_OTLP_ENDPOINT`` and the rest), the SDK its batching and metric interval
+(``OTEL_BSP_*``, ``OTEL_METRIC_EXPORT_INTERVAL``) and its resource (``OTEL_SERVICE_NAME``,
+``OTEL_RESOURCE_ATTRIBUTES``); the service name defaults to ``dsh``. ``OTEL_TRACES_EXPORTER=none``
+or ``OTEL_METRICS_EXPORTER=none`` leaves that signal out. The providers flush and shut down when
+the process exits.
 """
 
 from __future__ import annotations

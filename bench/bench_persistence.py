@@ -5,12 +5,17 @@ no persistence, with the JSONL store (``fsync = "turn"``: a checkpoint before ev
 request and tool call, an fsync at turn end) and with the SQLite store, interleaved; each
 figure is a median. The same loop then runs as in ``bench/run.py`` W2 — the DeepSeek adapter
 over HTTP against the mock server in its own process — with JSONL on and off. Then 10,000
-sessions are stored in SQLite and listed.
+sessions are stored in SQLite and listed. Last, the stores' raw figures: events written per
+second (sessions checkpointed every few events) and the latency of one checkpoint, for JSONL,
+SQLite and PostgreSQL — the last only when ``DSH_POSTGRES_DSN`` names a server (the benchmark
+says so and skips it otherwise; it works in a schema of its own and drops it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 import statistics
 import sys
 import tempfile
@@ -24,11 +29,17 @@ from dsh.events import UserMessage
 from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 from dsh_plugins.persistence_jsonl import JsonlStore
+from dsh_plugins.persistence_postgres import PostgresStore
 from dsh_plugins.persistence_sqlite import SqliteStore
 
 STEPS = 200
 RUNS = 15
 SESSIONS = 10_000
+#: The store figures: sessions written concurrently, events each, a checkpoint every few.
+WRITERS, EVENTS, EVERY = 20, 500, 10
+CHECKPOINTS = 500
+#: The schema the PostgreSQL figures use (dropped afterwards).
+BENCH_SCHEMA = f"dsh_bench_{os.getpid()}"
 
 
 async def echo(args: Any, execution: Any) -> str:
@@ -136,10 +147,85 @@ async def bench_listing(directory: Path) -> float:
     return max(timings.values())
 
 
+def stores(directory: Path) -> dict[str, Any]:
+    """A factory of each store to measure, keyed by label (PostgreSQL when a DSN is set)."""
+    made: dict[str, Any] = {
+        "JSONL": lambda n: JsonlStore(directory / f"s-jsonl-{n}"),
+        "SQLite": lambda n: SqliteStore(directory / f"s-{n}.sqlite"),
+    }
+    dsn = os.environ.get("DSH_POSTGRES_DSN")
+    if dsn:
+        made["PostgreSQL"] = lambda n: PostgresStore(dsn, schema=BENCH_SCHEMA)
+    else:
+        print("PostgreSQL: skipped (set DSH_POSTGRES_DSN to a server to measure it)")
+    return made
+
+
+async def events_per_second(store: object) -> float:
+    """``WRITERS`` sessions written at once, ``EVENTS`` events each, a checkpoint every
+    ``EVERY`` events and a flush at the end: events stored per second."""
+
+    async def write(h: Harness, n: int) -> None:
+        session = h.sessions.create(f"writer-{n}")
+        for i in range(EVENTS):
+            session.append(UserMessage((Text(f"event {i} of writer {n}"),)))
+            if i % EVERY == EVERY - 1:
+                await session.checkpoint()
+        await session.flush()
+
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        start = time.perf_counter()
+        await asyncio.gather(*(write(h, n) for n in range(WRITERS)))
+        return WRITERS * EVENTS / (time.perf_counter() - start)
+
+
+async def checkpoint_latency(store: object) -> list[float]:
+    """Seconds each of ``CHECKPOINTS`` checkpoints took, one event appended before each."""
+    timings = []
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        session = h.sessions.create("latency")
+        for i in range(CHECKPOINTS):
+            session.append(UserMessage((Text(f"event {i}"),)))
+            start = time.perf_counter()
+            await session.checkpoint()
+            timings.append(time.perf_counter() - start)
+    return sorted(timings)
+
+
+async def bench_stores(directory: Path) -> None:
+    print(
+        f"stores: {WRITERS} sessions x {EVENTS} events at once, a checkpoint every {EVERY}; "
+        f"then {CHECKPOINTS} checkpoints of one event each"
+    )
+    try:
+        for n, (label, make) in enumerate(stores(directory).items()):
+            rate = await events_per_second(make(n))
+            latency = await checkpoint_latency(make(n + 100))
+            p50, p99 = latency[len(latency) // 2], latency[int(len(latency) * 0.99)]
+            print(
+                f"  {label + ':':12} {rate:9,.0f} events/s   checkpoint p50 {p50 * 1e3:6.2f} ms  "
+                f"p99 {p99 * 1e3:6.2f} ms"
+            )
+    finally:
+        await drop_bench_schema()
+
+
+async def drop_bench_schema() -> None:
+    dsn = os.environ.get("DSH_POSTGRES_DSN")
+    if dsn:
+        asyncpg: Any = importlib.import_module("asyncpg")
+        db = await asyncpg.connect(dsn)
+        try:
+            await db.execute(f'DROP SCHEMA IF EXISTS "{BENCH_SCHEMA}" CASCADE')
+        finally:
+            await db.close()
+
+
 async def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         ratio = await bench_checkpoints(Path(tmp))
         slowest = await bench_listing(Path(tmp))
+        await bench_stores(Path(tmp))
     print(f"JSONL checkpoint overhead target <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'}")
     print(f"SQLite listing target well under 1 s: {'met' if slowest < 0.25 else 'NOT met'}")
     return 0

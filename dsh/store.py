@@ -10,12 +10,15 @@ touches its medium — take and release the writer lock (:meth:`~BufferedStore.a
 :meth:`~BufferedStore.release`), write a batch in one transaction
 (:meth:`~BufferedStore.append`, :meth:`~BufferedStore.replace`), read (:meth:`~BufferedStore.load`,
 :meth:`~BufferedStore.list_sessions`) — and, where a commit is not durable by itself, a
-:meth:`~BufferedStore.sync`. See "Writing a store" in ``docs/sessions.md``.
+:meth:`~BufferedStore.sync`. :class:`AsyncBufferedStore` is the same skeleton for a medium
+reached through asyncio (a database server), and :class:`LeaseInfo` what either base answers to
+``await store.lease_holder(session_id)``. See "Writing a store" in ``docs/sessions.md``.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
 import builtins
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Literal
@@ -30,7 +33,15 @@ if TYPE_CHECKING:
     from dsh.events import SessionEvent
     from dsh.session import Session, SessionSummary
 
-__all__ = ["TITLE_CHARS", "Batch", "BufferedStore", "Fsync", "title_of"]
+__all__ = [
+    "TITLE_CHARS",
+    "AsyncBufferedStore",
+    "Batch",
+    "BufferedStore",
+    "Fsync",
+    "LeaseInfo",
+    "title_of",
+]
 
 #: When a store makes what it wrote durable (``fsync`` in the stores' config sections): at
 #: every flush (turn end, close), also at every checkpoint, or never.
@@ -64,7 +75,63 @@ class Batch:
     durable: bool
 
 
-class BufferedStore(abc.ABC):
+@frozen
+class LeaseInfo:
+    """Who holds a session's writer lease, as a store answers :meth:`BufferedStore.lease_holder`
+    (a router sends a session's messages to the place that holds it).
+
+    ``owner`` is the holder's label (a store's ``owner`` setting, or an id of its own);
+    ``token`` the fencing token of this acquisition (it grows with every acquisition, so a
+    write carrying an older one is refused), ``None`` where the store has none; ``expires_at``
+    (epoch seconds) when another writer may take the session over unless the holder renews it.
+    """
+
+    owner: str
+    token: int | None
+    expires_at: float
+
+
+class _Buffers:
+    """What both store bases share: the per-session buffers the hot path appends to."""
+
+    fsync: Fsync = "turn"
+
+    def __init__(self) -> None:
+        #: Events appended to each live session and not written yet, by session id.
+        self.pending: dict[str, list[SessionEvent]] = {}
+        #: For each session whose writer lock this store holds: how many events it has stored.
+        self._held: dict[str, int] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this store stores sessions (for example: it was given a location)."""
+        return True
+
+    def durable(self, flush: bool) -> bool:
+        """Whether a flush (``flush``), or a checkpoint, must be durable, by :attr:`fsync`."""
+        return self.fsync == "checkpoint" or (flush and self.fsync == "turn")
+
+    async def lease_holder(self, session_id: str) -> LeaseInfo | None:
+        """Who holds the writer lease of ``session_id`` now, or ``None`` when nobody does (or
+        the store keeps no leases another process could read: the default). Asynchronous in
+        both bases, so that a caller asks any store the same way."""
+        return None
+
+    @hookimpl
+    def dsh_session_created(self, session: Session) -> None:
+        if self.enabled:
+            self.pending[session.id] = list(session.events[session.persisted :])
+
+    @hookimpl
+    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        buffer = self.pending.get(session.id)
+        if buffer is not None:
+            buffer.append(event)
+        elif self.enabled:  # closed, and now used again: taken up after what its close stored
+            self.dsh_session_created(session)
+
+
+class BufferedStore(_Buffers, abc.ABC):
     """A session store's hooks, over the few methods that touch its medium.
 
     Events wait in :attr:`pending` until a checkpoint or flush writes them as one
@@ -79,19 +146,6 @@ class BufferedStore(abc.ABC):
     from its configuration, and :attr:`enabled` says whether the store is configured to store
     anything (a disabled store ignores every session and answers no load or listing).
     """
-
-    fsync: Fsync = "turn"
-
-    def __init__(self) -> None:
-        #: Events appended to each live session and not written yet, by session id.
-        self.pending: dict[str, list[SessionEvent]] = {}
-        #: For each session whose writer lock this store holds: how many events it has stored.
-        self._held: dict[str, int] = {}
-
-    @property
-    def enabled(self) -> bool:
-        """Whether this store stores sessions (for example: it was given a location)."""
-        return True
 
     # -- what a store implements -----------------------------------------------------------
     @abc.abstractmethod
@@ -138,28 +192,11 @@ class BufferedStore(abc.ABC):
         its fsync, run in a worker thread."""
         return None
 
-    def close(self) -> None:  # noqa: B027 (optional: most stores hold nothing open)
+    def close(self) -> None:
         """Release what the store holds open (files, connections) when the harness stops,
         after every lock was released."""
 
     # -- the skeleton ----------------------------------------------------------------------
-    def durable(self, flush: bool) -> bool:
-        """Whether a flush (``flush``), or a checkpoint, must be durable, by :attr:`fsync`."""
-        return self.fsync == "checkpoint" or (flush and self.fsync == "turn")
-
-    @hookimpl
-    def dsh_session_created(self, session: Session) -> None:
-        if self.enabled:
-            self.pending[session.id] = list(session.events[session.persisted :])
-
-    @hookimpl
-    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
-        buffer = self.pending.get(session.id)
-        if buffer is not None:
-            buffer.append(event)
-        else:  # closed, and now used again: taken up after what its close stored
-            self.dsh_session_created(session)
-
     @hookimpl
     def dsh_session_checkpoint(self, session: Session) -> Awaitable[None] | None:
         # A plain function: an ``async def`` would cost a task per call, twice per step.
@@ -213,3 +250,105 @@ class BufferedStore(abc.ABC):
         self, query: str | None, limit: int
     ) -> builtins.list[SessionSummary] | None:
         return self.list_sessions(query, limit) if self.enabled else None
+
+
+class AsyncBufferedStore(_Buffers, abc.ABC):
+    """:class:`BufferedStore` for a medium reached through asyncio (a database server): the
+    same skeleton, whose medium methods are coroutines, awaited by the hooks that the harness
+    already awaits (checkpoint, flush, close, stop, load, list). Nothing blocks the loop.
+
+    Because a write now yields to the loop, two writes of one session could overlap (a
+    checkpoint and a claim, say): each session's writes run one after the other under a lock
+    of its own, and a batch is cut from its buffer only once it is written, so events
+    appended meanwhile wait for the next write and a failed write loses nothing.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- what a store implements -----------------------------------------------------------
+    @abc.abstractmethod
+    async def acquire(self, session: Session) -> int:
+        """:meth:`BufferedStore.acquire`, awaited."""
+
+    @abc.abstractmethod
+    async def replace(self, batch: Batch) -> None:
+        """:meth:`BufferedStore.replace`, awaited."""
+
+    @abc.abstractmethod
+    async def append(self, batch: Batch) -> None:
+        """:meth:`BufferedStore.append`, awaited."""
+
+    @abc.abstractmethod
+    async def release(self, session_id: str) -> None:
+        """:meth:`BufferedStore.release`, awaited."""
+
+    @abc.abstractmethod
+    async def load(self, session_id: str) -> builtins.list[SessionEvent] | None:
+        """:meth:`BufferedStore.load`, awaited."""
+
+    @abc.abstractmethod
+    async def list_sessions(self, query: str | None, limit: int) -> builtins.list[SessionSummary]:
+        """:meth:`BufferedStore.list_sessions`, awaited."""
+
+    async def close(self) -> None:
+        """Release connections when the harness stops, after every lock was released."""
+
+    # -- the skeleton ----------------------------------------------------------------------
+    @hookimpl
+    def dsh_session_checkpoint(self, session: Session) -> Awaitable[None] | None:
+        return self._save(session, flush=False) if session.id in self.pending else None
+
+    @hookimpl
+    def dsh_session_flush(self, session: Session) -> Awaitable[None] | None:
+        return self._save(session, flush=True) if session.id in self.pending else None
+
+    async def _save(self, session: Session, flush: bool) -> None:
+        """Take the lock at the first write, write what is pending as one batch."""
+        async with self._locks.setdefault(session.id, asyncio.Lock()):
+            buffer = self.pending.get(session.id)
+            if buffer is None:  # closed while this write waited for the lock
+                return
+            stored = self._held.get(session.id)
+            if stored is None:
+                stored = await self.acquire(session)
+                self._held[session.id] = stored
+                if stored != session.persisted:  # written whole: the seed too
+                    buffer[:] = session.events[stored:]
+            if buffer:
+                events = tuple(buffer)
+                batch = Batch(session, events, stored, self.durable(flush))
+                await (self.append if stored else self.replace)(batch)
+                self._held[session.id] = stored + len(events)
+                del buffer[: len(events)]
+
+    @hookimpl
+    async def dsh_session_closed(self, session: Session) -> None:
+        async with self._locks.setdefault(session.id, asyncio.Lock()):
+            self.pending.pop(session.id, None)
+            if self._held.pop(session.id, None) is not None:
+                await self.release(session.id)
+        self._locks.pop(session.id, None)
+
+    @hookimpl
+    async def dsh_harness_stop(self) -> None:
+        held = builtins.list(self._held)
+        self.pending.clear()
+        self._held.clear()
+        self._locks.clear()
+        try:
+            for session_id in held:
+                await self.release(session_id)
+        finally:
+            await self.close()
+
+    @hookimpl
+    async def dsh_session_load(self, session_id: str) -> builtins.list[SessionEvent] | None:
+        return await self.load(session_id) if self.enabled else None
+
+    @hookimpl
+    async def dsh_session_list(
+        self, query: str | None, limit: int
+    ) -> builtins.list[SessionSummary] | None:
+        return await self.list_sessions(query, limit) if self.enabled else None

@@ -30,7 +30,7 @@ from dsh.errors import DshError
 from dsh.events import SessionEvent
 from dsh.markers import hookimpl
 from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
-from dsh.store import Batch, BufferedStore, Fsync, title_of
+from dsh.store import Batch, BufferedStore, Fsync, LeaseInfo, title_of
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -284,6 +284,24 @@ class SqliteStore(BufferedStore):
             )
         except sqlite3.Error as exc:
             log.warning("cannot release session leases", path=str(self.path), error=str(exc))
+
+    async def lease_holder(self, session_id: str) -> LeaseInfo | None:
+        """The live lease on ``session_id`` from table ``writers`` (SQLite has no fencing
+        tokens: ``token`` is ``None``); ``None`` when there is none or its holder is gone."""
+        if not self.enabled:
+            return None
+        columns = "owner, pid, started, host, since, renewed"
+        row = (
+            self._connection()
+            .execute(f"SELECT {columns} FROM writers WHERE session_id = ?", (session_id,))
+            .fetchone()
+        )
+        if row is None:
+            return None
+        lease = Lease(*row)
+        if lease.stale(time.time(), self._lease_seconds):
+            return None
+        return LeaseInfo(lease.owner, None, lease.renewed + self._lease_seconds)
 
     # -- writing ---------------------------------------------------------------------------
     def acquire(self, session: Session) -> int:

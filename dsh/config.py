@@ -9,7 +9,6 @@ belongs would become ``("a", "b", "c")``. A field's range is checked by its attr
 
 from __future__ import annotations
 
-import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -110,7 +109,10 @@ class AgentLoopConfig:
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config file; a missing or malformed file is a :class:`ConfigError`."""
+    """Read a TOML config file; a missing or malformed file is a :class:`ConfigError`.
+    ``tomllib`` is imported here: a harness configured by a mapping never reads TOML."""
+    import tomllib
+
     try:
         with open(path, "rb") as file:
             return tomllib.load(file)

@@ -7,6 +7,7 @@ encoded by :class:`EventCodec`, which knows the event types registered in one ha
 
 from __future__ import annotations
 
+import functools
 import json
 import json.encoder
 from collections.abc import Callable, Mapping
@@ -27,33 +28,56 @@ T = TypeVar("T")
 converter = cattrs.Converter(omit_if_default=True, forbid_extra_keys=False)
 
 
+#: The wire name of every member of a tagged union, by class.
+_TAGS: dict[Any, str] = {}
+
+
 def _tag_union(union: Any) -> None:
     """Tag every member of ``union`` with its wire name, and structure the union by that tag.
 
     Members carry the tag whether they are unstructured as the union or on their own, so a chunk
-    written alone reads back as the same chunk.
+    written alone reads back as the same chunk. The functions cattrs generates for a member are
+    built the first time it is met, not here: building all of them cost ~10 ms at ``import
+    dsh``, and a run meets only a few of the ~30 members.
     """
     by_tag: dict[str, Any] = {}
     for member in union.__args__:
-        tag = member.type
-        by_tag[tag] = make_dict_structure_fn(member, converter)
-        plain = make_dict_unstructure_fn(member, converter, _cattrs_omit_if_default=True)
-        converter.register_unstructure_hook(member, _tagged(plain, tag))
+        by_tag[member.type] = member
+        _TAGS[member] = member.type
+    built: dict[Any, Callable[[Any, Any], Any]] = {}
 
     def structure_union(data: Any, _: Any) -> Any:
         try:
-            member_structure = by_tag[data["type"]]
+            member = by_tag[data["type"]]
         except (KeyError, TypeError) as exc:
             raise ValueError(
                 f"expected one of {sorted(by_tag)} tagged by 'type', got {data!r}"
             ) from exc
+        member_structure = built.get(member)
+        if member_structure is None:
+            member_structure = built[member] = make_dict_structure_fn(member, converter)
         return member_structure(data, None)
 
     converter.register_structure_hook(union, structure_union)
     converter.register_unstructure_hook(union, converter.unstructure)
 
 
-def _tagged(plain: Any, tag: str) -> Any:
+def _tagged_member(cls: Any) -> Any:
+    """The tagged union member ``cls`` is or derives from (the nearest in its MRO), or None."""
+    for base in getattr(cls, "__mro__", ()):
+        if base in _TAGS:
+            return base
+    return None
+
+
+@functools.cache
+def _tagged(member: Any) -> Any:
+    """The unstructure hook of a union member: its fields, then its tag. Made on first use; a
+    subclass of a member is written as that member, as a hook registered on the member class
+    would write it."""
+    plain = make_dict_unstructure_fn(member, converter, _cattrs_omit_if_default=True)
+    tag = _TAGS[member]
+
     def unstructure_member(value: Any) -> dict[str, Any]:
         data: dict[str, Any] = plain(value)
         data["type"] = tag
@@ -62,6 +86,9 @@ def _tagged(plain: Any, tag: str) -> Any:
     return unstructure_member
 
 
+converter.register_unstructure_hook_factory(
+    lambda cls: _tagged_member(cls) is not None, lambda cls: _tagged(_tagged_member(cls))
+)
 for _union in (Block, MessageSource, FinishReason, StreamChunk, TurnEndReason):
     _tag_union(_union)
 _tag_union(Text | Image)

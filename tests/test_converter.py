@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
+from attrs import frozen
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -160,3 +163,23 @@ def test_dumps_is_compact_ascii_json() -> None:
     from dsh.converter import dumps
 
     assert dumps({"a": [1, "é", None], "b": True}) == '{"a":[1,"\\u00e9",null],"b":true}'
+
+
+def test_a_subclass_of_a_union_member_is_written_as_that_member() -> None:
+    @frozen
+    class Shouted(Text):
+        loud: bool = True
+
+    assert unstructure(Shouted("hi")) == {"type": "text", "text": "hi"}
+
+
+def test_importing_the_converter_builds_no_member_functions_until_one_is_used() -> None:
+    code = (
+        "from dsh import converter\n"
+        "from dsh.chunks import TextDelta\n"
+        "before = converter._tagged.cache_info().currsize\n"
+        "converter.unstructure(TextDelta(0, 'x'))\n"
+        "print(before, converter._tagged.cache_info().currsize)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "1"]

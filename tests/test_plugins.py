@@ -214,3 +214,21 @@ async def test_implementers_names_the_plugins_of_a_hook_in_call_order() -> None:
             "First",
         ]
         assert h.plugins.implementers("dsh_tools_approve") == []
+
+
+def test_special_names_are_never_hook_implementations() -> None:
+    class Callable_:
+        @hookimpl(specname="dsh_agent_status")
+        def __call__(self) -> None:
+            pass
+
+        @hookimpl(specname="dsh_agent_status")
+        def status(self) -> None:
+            pass
+
+    h = Harness(load_entrypoints=False, plugins=[Callable_()])
+    h.load()
+    impls = h.plugins.pm.hook.dsh_agent_status.get_hookimpls()
+    assert [impl.function.__name__ for impl in impls if impl.plugin_name == "Callable_"] == [
+        "status"
+    ]

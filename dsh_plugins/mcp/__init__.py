@@ -11,17 +11,35 @@ optional extra (``pip install 'dsh-harness[mcp]'``). See ``docs/mcp.md``.
 
 from __future__ import annotations
 
-import functools
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from dsh.harness import Command, Harness
 from dsh.markers import hookimpl
-from dsh_plugins.mcp import commands
 from dsh_plugins.mcp.config import SECTION, McpConfig, McpServerConfig
 from dsh_plugins.mcp.manager import McpServers, ServerStatus
 
-__all__ = ["McpConfig", "McpPlugin", "McpServerConfig", "McpServers", "ServerStatus"]
+__all__ = [
+    "MCP_HELP",
+    "McpConfig",
+    "McpPlugin",
+    "McpServerConfig",
+    "McpServers",
+    "ServerStatus",
+]
+
+MCP_HELP = "MCP servers: list the configured ones and their tools, or serve a dsh agent over MCP"
+
+
+def _deferred(function: str, *bound: Any) -> Callable[[Any], Any]:
+    """``commands.function`` (with ``bound`` first), imported when first called: every harness
+    loads this plugin, and only ``dsh mcp`` needs the command's module (and ``argparse``)."""
+
+    def call(arg: Any) -> Any:
+        return getattr(importlib.import_module(f"{__name__}.commands"), function)(*bound, arg)
+
+    return call
 
 
 class McpPlugin:
@@ -38,8 +56,7 @@ class McpPlugin:
 
     @hookimpl
     def dsh_register_commands(self, register: Callable[[Command], Any], harness: Harness) -> None:
-        run = functools.partial(commands.run, harness)
-        register(Command("mcp", commands.HELP, run, commands.configure))
+        register(Command("mcp", MCP_HELP, _deferred("run", harness), _deferred("configure")))
 
     @hookimpl
     async def dsh_harness_start(self, harness: Harness) -> None:

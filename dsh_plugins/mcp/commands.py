@@ -8,11 +8,12 @@ import sys
 
 from dsh.agent import AgentOptions
 from dsh.harness import Harness
+from dsh_plugins.mcp import MCP_HELP
 from dsh_plugins.mcp.manager import McpServers, sdk_missing
 
 __all__ = ["HELP", "configure", "run"]
 
-HELP = "MCP servers: list the configured ones and their tools, or serve a dsh agent over MCP"
+HELP = MCP_HELP
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,9 @@ recorded only with ``capture_content = true`` in section ``otel``. See
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -36,6 +39,10 @@ __all__ = ["SECTION", "OtelConfig", "OtelPlugin", "load_telemetry", "provider_of
 
 SECTION = "otel"
 log = structlog.get_logger("dsh.otel")
+#: The API modules through which a host sets a global provider.
+API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
+#: The variables naming a provider that the API loads by itself, without the host importing it.
+PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 
 
 @frozen
@@ -105,19 +112,44 @@ class OtelPlugin:
 
     @hookimpl
     def dsh_harness_start(self, harness: Harness) -> None:
-        config = harness.config.section(SECTION, OtelConfig)
+        self._harness = harness
+        if self._may_record():
+            self._load()
+        elif importlib.util.find_spec("opentelemetry") is None:
+            self._missing()
+
+    def _may_record(self) -> bool:
+        """Whether a provider can record yet: one was given to this plugin, the host imported
+        the API (setting a global provider takes that), or a variable names one. Until then the
+        API is not imported at all: it is ~8 ms of every harness start, and a process whose
+        host never touches OpenTelemetry has nothing to record."""
+        return (
+            self._providers != (None, None)
+            or any(name in sys.modules for name in API_MODULES)
+            or any(os.environ.get(name) for name in PROVIDER_VARIABLES)
+        )
+
+    def _load(self) -> None:
+        """Import the API and look at the providers (at harness start, or at the first turn
+        after the host imported it)."""
+        harness = self._harness
+        assert harness is not None
         module = load_telemetry()
         if module is None:
-            log.debug(
-                "opentelemetry-api is not installed: no spans (pip install dsh-harness[otel])"
-            )
+            self._missing()
             return
-        self._harness = harness
+        config = harness.config.section(SECTION, OtelConfig)
         self._telemetry = module.Telemetry(config.capture_content, *self._providers)
         self._record()
 
+    def _missing(self) -> None:
+        self._harness = None  # nothing to record, ever: turns skip the look at the providers
+        log.debug("opentelemetry-api is not installed: no spans (pip install dsh-harness[otel])")
+
     @hookimpl
     def dsh_agent_turn_start(self, agent: Agent, turn: int) -> None:
+        if self._telemetry is None and self._harness is not None and self._may_record():
+            self._load()
         recorder = self._recorder or self._record()
         if recorder is not None:
             recorder.start_turn(agent, turn)

@@ -13,7 +13,6 @@ import attrs
 from attrs import field, frozen
 
 from dsh.config import at_least, greater_than
-from dsh.configdoc import masked
 from dsh.errors import DshError
 
 __all__ = [
@@ -101,5 +100,8 @@ def default_owner() -> str:
 
 
 def shown(dsn: str) -> str:
-    """``dsn`` with its password hidden, for error messages."""
+    """``dsn`` with its password hidden, for error messages. :mod:`dsh.configdoc` is imported
+    here, not at the top: every harness loads this module, and only an error message needs it."""
+    from dsh.configdoc import masked
+
     return str(masked(_KEYWORD_PASSWORD.sub(r"\1***", dsn)))

@@ -9,16 +9,29 @@ approves everything; ``dsh run`` otherwise denies, ``dsh chat`` asks). Config se
 
 from __future__ import annotations
 
-import functools
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from dsh.harness import Command, Harness
 from dsh.markers import hookimpl
-from dsh_plugins.terminal_ui import console, headless
 from dsh_plugins.terminal_ui.config import SECTION, TerminalUiConfig
 
-__all__ = ["TerminalUi", "TerminalUiConfig"]
+__all__ = ["CHAT_HELP", "RUN_HELP", "TerminalUi", "TerminalUiConfig"]
+
+RUN_HELP = "run one prompt headless: the answer on stdout, the exit code says how the turn ended"
+CHAT_HELP = "chat with an agent: streamed answers, tool calls, steering, slash commands (/help)"
+
+
+def _deferred(module: str, function: str, *bound: Any) -> Callable[[Any], Any]:
+    """``module.function`` (with ``bound`` first), imported when first called: every harness
+    loads this plugin for its commands, and only ``dsh run`` and ``dsh chat`` need the console,
+    the renderer and the rest (~5 ms of import in a process that runs neither)."""
+
+    def call(arg: Any) -> Any:
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(*bound, arg)
+
+    return call
 
 
 class TerminalUi:
@@ -30,7 +43,7 @@ class TerminalUi:
 
     @hookimpl
     def dsh_register_commands(self, register: Callable[[Command], Any], harness: Harness) -> None:
-        run = functools.partial(headless.run, harness)
-        chat = functools.partial(console.run, harness)
-        register(Command("run", headless.HELP, run, headless.configure))
-        register(Command("chat", console.HELP, chat, console.configure))
+        run = _deferred("headless", "run", harness)
+        chat = _deferred("console", "run", harness)
+        register(Command("run", RUN_HELP, run, _deferred("headless", "configure")))
+        register(Command("chat", CHAT_HELP, chat, _deferred("console", "configure")))

@@ -24,7 +24,7 @@ import structlog
 
 from dsh.errors import DshError
 from dsh.harness import Harness
-from dsh_plugins.terminal_ui import startup
+from dsh_plugins.terminal_ui import CHAT_HELP, startup
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.headless import USAGE_ERROR
 from dsh_plugins.terminal_ui.render import Lines
@@ -44,7 +44,7 @@ from dsh_plugins.terminal_ui.threads import (
 
 __all__ = ["HELP", "INTERRUPTED", "PROMPT", "Console", "History", "configure", "run"]
 
-HELP = "chat with an agent: streamed answers, tool calls, steering, slash commands (/help)"
+HELP = CHAT_HELP
 PROMPT = "> "
 MORE = "… "
 #: Exit code when a second Ctrl-C quits while the agent works.

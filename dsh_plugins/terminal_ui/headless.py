@@ -35,7 +35,7 @@ from dsh.events import (
 from dsh.harness import Harness
 from dsh.output import OutputError, load_schema
 from dsh.tools import ToolExecution
-from dsh_plugins.terminal_ui import startup
+from dsh_plugins.terminal_ui import RUN_HELP, startup
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.style import Style, wants_color
@@ -44,7 +44,7 @@ from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy, JsonFeed
 
 __all__ = ["EXIT_CODES", "HELP", "USAGE_ERROR", "configure", "exit_code", "outcome", "run"]
 
-HELP = "run one prompt headless: the answer on stdout, the exit code says how the turn ended"
+HELP = RUN_HELP
 
 #: Exit code by turn end reason (its type tag: ``completed``, ``error``...).
 EXIT_CODES = {

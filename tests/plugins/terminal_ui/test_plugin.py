@@ -1,18 +1,56 @@
-"""The plugin registers both commands and its config section."""
+"""The plugin registers both commands and its config section, and imports what runs them only
+when they run."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
 from dsh import Harness
-from dsh_plugins.terminal_ui import TerminalUi, TerminalUiConfig, console, headless
+from dsh_plugins.terminal_ui import (
+    CHAT_HELP,
+    RUN_HELP,
+    TerminalUi,
+    TerminalUiConfig,
+    console,
+    headless,
+)
 
 
-def test_the_plugin_contributes_run_chat_and_its_section() -> None:
+def test_the_plugin_contributes_run_chat_and_its_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[object, ...]] = []
+    for module in (headless, console):
+        name = module.__name__.rsplit(".", 1)[1]
+        monkeypatch.setattr(module, "run", lambda *a, n=name: calls.append((n, "run", *a)))
+        monkeypatch.setattr(module, "configure", lambda *a, n=name: calls.append((n, "cfg", *a)))
     harness = Harness(load_entrypoints=False, plugins=[TerminalUi()])
     harness.load()
     run, chat = harness.commands["run"], harness.commands["chat"]
-    assert (run.help, run.configure) == (headless.HELP, headless.configure)
-    assert (chat.help, chat.configure) == (console.HELP, console.configure)
-    assert run.run.func is headless.run and run.run.args == (harness,)  # type: ignore[attr-defined]
-    assert chat.run.func is console.run and chat.run.args == (harness,)  # type: ignore[attr-defined]
+    assert (run.help, chat.help) == (headless.HELP, console.HELP) == (RUN_HELP, CHAT_HELP)
+    assert run.configure is not None and chat.configure is not None
+    run.run("args")
+    run.configure("parser")
+    chat.run("args")
+    chat.configure("parser")
+    assert calls == [
+        ("headless", "run", harness, "args"),
+        ("headless", "cfg", "parser"),
+        ("console", "run", harness, "args"),
+        ("console", "cfg", "parser"),
+    ]
     assert harness.config.section("terminal_ui", TerminalUiConfig) == TerminalUiConfig()
     assert TerminalUiConfig().model == "deepseek-flash"
+
+
+def test_loading_the_plugin_leaves_the_console_and_the_renderer_unimported() -> None:
+    code = (
+        "import sys\n"
+        "from dsh import Harness\n"
+        "from dsh_plugins.terminal_ui import TerminalUi\n"
+        "Harness(load_entrypoints=False, plugins=[TerminalUi()]).load()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('dsh_plugins.terminal_ui.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['dsh_plugins.terminal_ui.config']"

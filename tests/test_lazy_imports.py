@@ -1,0 +1,59 @@
+"""Starting a harness imports only what a run uses: the modules of commands (``dsh run``,
+``dsh chat``, ``dsh mcp``), of config documentation and of TOML files, and the OpenTelemetry
+API, load when they are used; the converter builds a union member's functions when it first
+meets one. Checked in a fresh process, where ``sys.modules`` shows what was imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+START = """
+import asyncio, json, sys
+from dsh import Harness
+from dsh import converter
+
+async def main():
+    config = {"llm_deepseek": {"api_key": "k"}}
+    async with Harness(config=config, disabled=("tools_fs", "tools_shell")) as h:
+        report = {
+            "plugins": sorted(h.plugins.names()),
+            "imported": sorted(m for m in sys.argv[1].split(",") if m in sys.modules),
+            "member functions": converter._tagged.cache_info().currsize,
+        }
+    print(json.dumps(report))
+
+asyncio.run(main())
+"""
+LAZY = (
+    "argparse",
+    "dsh.configdoc",
+    "dsh_plugins.mcp.commands",
+    "dsh_plugins.terminal_ui.console",
+    "dsh_plugins.terminal_ui.headless",
+    "opentelemetry",
+    "tomllib",
+)
+
+
+def test_starting_a_harness_leaves_what_a_run_does_not_use_unimported() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
+    env.pop("OTEL_PYTHON_METER_PROVIDER", None)
+    done = subprocess.run(
+        [sys.executable, "-c", START, ",".join(LAZY)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert {"mcp", "otel", "terminal_ui", "persistence_postgres"} <= set(report["plugins"])
+    assert report["imported"] == []
+    assert report["member functions"] == 0

@@ -208,7 +208,7 @@ class StepEnd(StepBoundary):
     type: ClassVar[str] = "step/end"
 
 
-@frozen
+@frozen(weakref_slot=False)  # one per streamed chunk: no weak-reference slot, 8 bytes less
 class AssistantChunk:
     type: ClassVar[str] = "assistant/chunk"
     turn: int
@@ -485,7 +485,7 @@ class RawEventData:
 EventData: TypeAlias = CoreEventData | RawEventData | AttrsInstance
 
 
-@frozen
+@frozen(weakref_slot=False)  # every event of every log: no weak-reference slot, 8 bytes less
 class SessionEvent:
     """One entry of a session log. ``seq`` is contiguous from 0; ``time`` is epoch seconds.
     Read ``data`` by narrowing it: ``isinstance(event.data, TurnEnd)``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import typing
+import weakref
 from typing import Any
 
 import pytest
@@ -128,3 +129,37 @@ def test_an_unknown_type_loaded_and_stored_again_is_unchanged() -> None:
     assert event.data == RawEventData({"a": [1, {"b": None}]})
     assert json.loads(json.dumps(codec.encode(event))) == stored
     assert Session("s", [event]).events[0].data == event.data
+
+
+def test_what_a_log_holds_most_of_carries_no_weak_reference_slot() -> None:
+    """Events, assistant chunks and the chunks in them are most objects an agent keeps alive:
+    without a weak-reference slot each costs 8 bytes less (issue 16, W4)."""
+    from dsh.chunks import (
+        BlockEnd,
+        BlockStart,
+        Finish,
+        FinishStop,
+        ReasoningDelta,
+        TextDelta,
+        TokenUsage,
+        ToolCallDelta,
+        UsageChunk,
+    )
+    from dsh.events import AssistantChunk
+
+    chunk = TextDelta(0, "a")
+    values: list[Any] = [
+        SessionEvent(AssistantChunk.type, 0, 1.0, AssistantChunk(1, 1, chunk)),
+        AssistantChunk(1, 1, chunk),
+        chunk,
+        ReasoningDelta(0, "r"),
+        ToolCallDelta(0, "c", "{}"),
+        BlockStart(0, "text"),
+        BlockEnd(0, Text("a")),
+        UsageChunk(TokenUsage(1, 2)),
+        TokenUsage(1, 2),
+        Finish(FinishStop()),
+    ]
+    for value in values:
+        with pytest.raises(TypeError):
+            weakref.ref(value)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from dsh import AgentOptions, ConfigError, DshError, Harness, HookError
 from dsh.chunks import BlockStart, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
 from dsh.content import Text
 from dsh.converter import EventCodec, dumps
-from dsh.events import AssistantChunk, SessionEvent, UserMessage
+from dsh.events import AssistantChunk, RawEventData, SessionEvent, UserMessage
 from dsh.testing import ScriptedAdapter, text_response
 from dsh_plugins.persistence_jsonl import (
     JsonlStore,
@@ -27,9 +29,20 @@ from dsh_plugins.persistence_jsonl import (
     list_sessions,
     read_session,
 )
-from dsh_plugins.persistence_jsonl.format import _times_json, decode_lines, encode_events
+from dsh_plugins.persistence_jsonl import format as format_module
+from dsh_plugins.persistence_jsonl.format import (
+    _times_json,
+    decode_lines,
+    encode_events,
+    line_json,
+)
 
 CODEC = EventCodec()
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
 
 
 def user(text: str) -> UserMessage:
@@ -176,6 +189,72 @@ def test_a_runs_times_are_written_as_dumps_writes_them(times: list[float]) -> No
 )
 def test_times_the_fast_path_might_write_otherwise_go_to_dumps(times: list[Any]) -> None:
     assert _times_json(times) == dumps(times)
+
+
+#: JSON-ready data as ``unstructure`` gives it, and what orjson writes otherwise or refuses:
+#: any text (non-ASCII, DEL, control characters, lone surrogates), NaN, infinities, small and
+#: huge floats, integers past 64 bits, keys that are not strings.
+json_ready = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=6) | st.integers(), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(json_ready)
+def test_an_event_line_is_the_text_dumps_writes(value: Any) -> None:
+    assert line_json(value) == dumps(value)
+
+
+def _any_event(seq: int, time: float, kind: int, text: str, value: Any) -> SessionEvent:
+    if kind == 0:
+        return SessionEvent(UserMessage.type, seq, time, user(text))
+    if kind == 1:
+        return SessionEvent("x/raw", seq, time, RawEventData({"v": value}))
+    return SessionEvent(AssistantChunk.type, seq, time, AssistantChunk(1, 1, TextDelta(0, text)))
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats() | epoch_times, st.integers(0, 2), st.text(max_size=6), json_ready),
+        max_size=8,
+    )
+)
+def test_a_batch_is_the_text_dumps_writes_line_by_line(
+    specs: list[tuple[float, int, str, Any]],
+) -> None:
+    """Whatever the events hold (any text, any float, what orjson refuses), a batch is written
+    as ``dumps`` writes each of its lines: the same as with orjson out of the way."""
+    events = [_any_event(seq, *spec) for seq, spec in enumerate(specs)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(format_module, "_orjson", lambda value: None)
+        by_dumps = encode_events(events, CODEC)
+    assert encode_events(events, CODEC) == by_dumps
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"time": 1.7e9, "text": "plain"},  # the fast way
+        {"text": "caf\u00e9 \x7f"},  # escaped by dumps only
+        [float("nan"), None, 1e-7, 9.99e-05, 1e16, -0.0],  # written otherwise, or maybe
+        [2**64, "\ud800"],  # refused by orjson
+        {1: "a", "b": True},
+    ],
+)
+def test_lines_orjson_writes_otherwise_or_refuses_go_to_dumps(value: Any) -> None:
+    assert line_json(value) == dumps(value)
+
+
+@pytest.mark.parametrize("value", [{"when": datetime.now(UTC)}, [Path("p")], {"d": Point(1)}])
+def test_a_value_dumps_refuses_is_refused_alike(value: Any) -> None:
+    with pytest.raises(TypeError):
+        dumps(value)
+    with pytest.raises(TypeError):
+        line_json(value)
 
 
 @given(st.lists(st.tuples(epoch_times, st.text(max_size=4)), min_size=2, max_size=30))

@@ -267,7 +267,7 @@ class AgentLoop:
 
         if parent is not None:
             return self._harness.family.spawn(parent, agent_id, fresh_id, call_id, start)
-        return start(session or self._harness.sessions.create(fresh_id))
+        return start(session if session is not None else self._harness.sessions.create(fresh_id))
 
     async def resume(
         self, session_id: str, options: AgentOptions | None = None, agent_id: str | None = None

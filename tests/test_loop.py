@@ -656,6 +656,14 @@ async def test_turn_numbers_continue_from_a_seeded_session(harness: Harness) -> 
     assert fork.parent == agent.session.id
 
 
+async def test_an_empty_session_given_to_create_is_the_agents_session(harness: Harness) -> None:
+    # A Session has a length: an empty one is falsy, and must not be swapped for a new one.
+    session = harness.sessions.create("given-empty")
+    assert len(session) == 0
+    agent = harness.agent_loop.create("holder", AgentOptions(model="m"), session=session)
+    assert agent.session is session
+
+
 async def test_agents_listed_in_config_are_created_at_start() -> None:
     config = {"agent_loop": {"agents": [{"id": "a", "model": "m", "system_prompt": "be brief"}]}}
     async with Harness(load_entrypoints=False, config=config) as h:

@@ -117,6 +117,13 @@ class _Buffers:
         both bases, so that a caller asks any store the same way."""
         return None
 
+    async def sessions_held_by(self, owner: str) -> list[str]:
+        """The ids of the sessions whose writer lease names ``owner`` — expired leases too: a
+        holder that died holds them until somebody takes them over. A host restarted under its
+        old name resumes these at once instead of waiting for a caller. Empty by default (a
+        store that labels no leases cannot tell)."""
+        return []
+
     @hookimpl
     def dsh_session_created(self, session: Session) -> None:
         if self.enabled:

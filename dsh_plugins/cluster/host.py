@@ -22,6 +22,7 @@ import socket
 from collections.abc import AsyncGenerator, Awaitable
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from attrs import frozen
 
 from dsh.errors import DshError
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from dsh.session import Session
 
 __all__ = ["BEAT_S", "OWNER_SECTIONS", "POLL_S", "Beat", "Elsewhere", "HostInfo", "SessionHost"]
+
+log = structlog.get_logger("dsh_plugins.cluster.host")
 
 #: How often a waiter looks at the store's progress while events wait to be written (a store
 #: whose writes finish after the checkpoint hook returns is seen by this, at the latest).
@@ -112,6 +115,7 @@ class SessionHost:
         self._agents: dict[str, Agent] = {}
         self._opening: dict[str, asyncio.Lock] = {}
         self._signals: dict[str, asyncio.Event] = {}
+        self._resuming: asyncio.Task[None] | None = None
 
     # -- lifetime ----------------------------------------------------------------------------
     async def harness(self) -> Harness:
@@ -126,7 +130,21 @@ class SessionHost:
                     await harness.close()
                     raise
                 self._harness = harness
+                self._resuming = asyncio.create_task(self._resume_held(self._store))
             return self._harness
+
+    async def _resume_held(self, store: BufferedStore | AsyncBufferedStore) -> None:
+        """Resume at once every session whose lease still names this host: a host restarted
+        under its name (its actor, or its node, died) closes the turns its previous life left
+        open and runs the messages queued there, without waiting for a caller to ask. A
+        session that cannot be resumed here is left to the next call that reaches it."""
+        for session_id in await store.sessions_held_by(self.name):
+            try:
+                await self._agent(session_id, create=False)
+            except DshError as exc:
+                log.warning(
+                    "host.resume_failed", host=self.name, session=session_id, error=str(exc)
+                )
 
     def _config(self) -> dict[str, Any]:
         config = dict(self.spec.config)
@@ -141,6 +159,11 @@ class SessionHost:
     async def close(self) -> None:
         """Stop every agent (a running turn ends ``disposed``), write and release the
         sessions."""
+        if self._resuming is not None:
+            self._resuming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resuming
+            self._resuming = None
         if self._harness is not None:
             await self._harness.close()
             self._harness = None

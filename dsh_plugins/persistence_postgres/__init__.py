@@ -406,6 +406,18 @@ class PostgresStore(AsyncBufferedStore):
         )
         return None if row is None else LeaseInfo(row["owner"], row["token"], row["expires_at"])
 
+    async def sessions_held_by(self, owner: str) -> list[str]:
+        if not self.enabled:
+            return []
+        rows = await self._run(
+            f"read the leases of {owner!r}",
+            lambda db: db.fetch(
+                f"SELECT session_id FROM {self._s}.leases WHERE owner = $1 ORDER BY session_id",
+                owner,
+            ),
+        )
+        return [row["session_id"] for row in rows]
+
     # -- writing ---------------------------------------------------------------------------
     async def replace(self, batch: Batch) -> None:
         await self._run(f"write session {batch.session.id!r}", lambda db: self._write(db, batch))

@@ -620,3 +620,23 @@ async def test_a_log_changed_behind_the_lease_is_a_conflict_not_overwritten(
         error = cause(failed)
         assert isinstance(error, SessionConflict) and (error.stored, error.expected) == (7, 1)
         await h.sessions.close(session)
+
+
+async def test_the_sessions_a_holder_left_are_listed_by_its_owner_label(tmp_path: Path) -> None:
+    """What a host restarted under its old name resumes: every session whose lease still
+    names it, expired or not; a released session is not among them."""
+    dead = make_store(tmp_path, owner="actor-1", lease_seconds=3)
+    async with harness(dead) as a:
+        for sid in ("s2", "s1", "done"):
+            session = a.sessions.create(sid)
+            session.append(user(sid))
+            await a.sessions.claim(session)
+        await a.sessions.close(a.sessions.get("done"))  # type: ignore[arg-type]
+        assert await dead.sessions_held_by("actor-1") == ["s1", "s2"]
+        await dead.close()  # dies holding s1 and s2
+        a.started = False
+    other = make_store(tmp_path, owner="actor-2")
+    async with harness(other):
+        assert await other.sessions_held_by("actor-2") == []
+        assert await other.sessions_held_by("actor-1") == ["s1", "s2"]
+    assert await PostgresStore().sessions_held_by("actor-1") == []  # disabled: knows nothing

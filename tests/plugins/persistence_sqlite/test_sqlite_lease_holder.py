@@ -49,3 +49,11 @@ async def test_a_disabled_store_names_no_holder() -> None:
     store = SqliteStore()
     async with Harness(load_entrypoints=False, plugins=[store]):
         assert await store.lease_holder("s") is None
+
+
+async def test_a_store_without_owner_labels_lists_no_sessions_by_owner(tmp_path: Path) -> None:
+    # SQLite names a holder by process, not by a label a restarted host could ask with.
+    store = SqliteStore(tmp_path / "s.db")
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        await h.sessions.claim(h.sessions.create("s", events("a")))
+        assert await store.sessions_held_by(store._owner) == []

@@ -55,13 +55,24 @@ class LoadFailure:
     error: str
 
 
+def _is_property(plugin: object, name: str) -> bool:
+    """Whether ``name`` is a property of ``plugin``'s class. A property is never a hook
+    implementation, and pluggy before 1.6 reads every attribute with ``getattr``, which runs
+    the property: work (and imports) at registration that a run may never need, or an error."""
+    for klass in type(plugin).__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None:
+            return isinstance(found, property)
+    return False
+
+
 class _Manager(pluggy.PluginManager):
     def parse_hookimpl_opts(self, plugin: object, name: str) -> pluggy.HookimplOpts | None:
         """The hook options of ``plugin.name``. Special (``__dunder__``) names are never hook
         implementations and are skipped before pluggy's static attribute lookup, which costs
         ~5 µs a name: a plugin instance has ~30 of them, and every harness registers ~20
         plugins, so this was ~4 ms of each harness start."""
-        if name.startswith("__") and name.endswith("__"):
+        if (name.startswith("__") and name.endswith("__")) or _is_property(plugin, name):
             return None
         opts = super().parse_hookimpl_opts(plugin, name)
         if opts is None and name.startswith("dsh_") and callable(getattr(plugin, name, None)):

@@ -216,6 +216,26 @@ async def test_implementers_names_the_plugins_of_a_hook_in_call_order() -> None:
         assert h.plugins.implementers("dsh_tools_approve") == []
 
 
+def test_registering_a_plugin_runs_none_of_its_properties() -> None:
+    # pluggy before 1.6 reads every attribute with getattr: a property ran at registration.
+    class WithProperties:
+        @property
+        def costly(self) -> str:
+            raise AssertionError("a property ran at registration")
+
+        @hookimpl
+        def dsh_agent_status(self) -> None:
+            pass
+
+    class Derived(WithProperties):
+        label = "a plain attribute"
+
+    h = Harness(load_entrypoints=False, plugins=[Derived()])
+    h.load()
+    impls = h.plugins.pm.hook.dsh_agent_status.get_hookimpls()
+    assert "Derived" in [impl.plugin_name for impl in impls]
+
+
 def test_special_names_are_never_hook_implementations() -> None:
     class Callable_:
         @hookimpl(specname="dsh_agent_status")

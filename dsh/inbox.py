@@ -40,7 +40,9 @@ class Signal:
         """Set the flag and wake every waiter."""
         self._flag = True
         future, self._future = self._future, None
-        if future is not None and not future.done():
+        # A future of a closed loop has nobody waiting any more (its waiters were closed with
+        # the loop), and setting it would raise: an agent's task finalised after its loop closed.
+        if future is not None and not future.done() and not future.get_loop().is_closed():
             future.set_result(None)
 
     def clear(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -67,3 +68,23 @@ async def test_the_inbox_drains_each_fifo_whole_and_in_order() -> None:
     await asyncio.sleep(0)
     inbox.close()
     await asyncio.wait_for(waiting, 1)
+
+
+def test_a_signal_set_after_its_waiters_loop_closed_does_nothing_but_set_the_flag() -> None:
+    # An agent task finalised after its event loop closed sets its inbox's signal on the way
+    # out, while the future it waited on still belongs to the closed loop.
+    signal = Signal()
+    loop = asyncio.new_event_loop()
+
+    async def leave_a_waiter() -> asyncio.Future[None]:
+        waiter = asyncio.ensure_future(signal.wait())
+        await asyncio.sleep(0)
+        return waiter
+
+    waiter = loop.run_until_complete(leave_a_waiter())
+    loop.close()
+    signal.set()
+    assert signal.is_set()
+    assert not waiter.done()  # nobody ran it: its loop is gone
+    with contextlib.suppress(RuntimeError):
+        waiter.cancel()  # let the test's garbage go without a "destroyed pending" warning

@@ -114,8 +114,16 @@ class LoopAgent(AgentHandle):
                     self.inbox.enqueue(message)
                 if not self.inbox.has_queued and not self._disposing:
                     await self._set_status("idle")
-        finally:
+        except GeneratorExit:
+            # Closed, not cancelled: the task was dropped with its event loop (a host that
+            # never closed its harness). Nothing can be awaited any more; the session keeps
+            # what its store wrote, and a resume closes the open turn.
+            self._disposing = True
+            raise
+        except BaseException:
             await self._finish()
+            raise
+        await self._finish()
 
     async def _finish(self) -> None:
         self._disposing = True

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
 from typing import Any
 
 import pytest
@@ -797,3 +799,33 @@ async def test_an_exhausted_script_fails_the_turn_clearly(harness: Harness) -> N
     agent.send("go")
     await agent.wait_idle()
     assert "script exhausted after 0 calls" in turn_end_reason(agent).failure.message
+
+
+def test_an_agent_dropped_with_its_event_loop_is_finalised_without_awaiting() -> None:
+    # A host that never closed its harness: the loop closes with the agent idle, and the
+    # agent's coroutine is closed when collected. It must not try to await its clean-up then
+    # (no loop runs it any more): nothing may surface as an unraisable error.
+    caught: list[Any] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = caught.append
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+
+        async def start() -> Harness:
+            harness = Harness(load_entrypoints=False)
+            await harness.start()
+            agent = harness.agent_loop.create("dropped", AgentOptions(model="m"))
+            await asyncio.sleep(0)
+            assert agent.status == "idle"
+            return harness
+
+        harness = loop.run_until_complete(start())
+        loop.close()
+        asyncio.set_event_loop(None)  # as a test runner leaves it: no current loop
+        del harness
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+        asyncio.set_event_loop(None)
+    assert [str(u.exc_value) for u in caught] == []

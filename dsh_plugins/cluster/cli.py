@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -294,7 +295,7 @@ class LocalHead:
             "--block",
             "--node-ip-address=127.0.0.1",
             "--port=0",
-            f"--ray-client-server-port={_free_port()}",
+            *_client_server_flags(),
             f"--dashboard-agent-listen-port={_free_port()}",
             "--include-dashboard=false",
             "--disable-usage-stats",
@@ -347,6 +348,15 @@ def _ray_command() -> str:
             "into this environment (pip install 'dsh-harness[ray]')"
         )
     return found
+
+
+def _client_server_flags() -> list[str]:
+    """A free port for the head's Ray Client server (its default, 10001, clashes with another
+    head on the machine) where Ray runs one: only with the ``ray[client]`` packages (grpc); a
+    minimal Ray refuses the flag."""
+    if importlib.util.find_spec("grpc") is None:
+        return []
+    return [f"--ray-client-server-port={_free_port()}"]
 
 
 def _free_port() -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import io
 import os
 import re
@@ -275,3 +276,17 @@ def test_the_options_are_checked_before_anything_runs(
         cluster_args("up", "--local", "--cpus", "-1")
     assert "'-1' is not a CPU count (0, 1, 2, ...)" in capsys.readouterr().err
     assert cluster_args("up", "--local", "--cpus", "0").cpus == 0
+
+
+def test_a_client_server_port_is_asked_for_only_where_ray_runs_a_client_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A minimal Ray (no grpc, no ray[client]) refuses --ray-client-server-port outright.
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "grpc" else real(name)
+    )
+    assert cli._client_server_flags() == []
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    [flag] = cli._client_server_flags()
+    assert flag.startswith("--ray-client-server-port=") and int(flag.split("=")[1]) > 0

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -34,7 +34,7 @@ import orjson
 from dsh.errors import LlmError
 from dsh.sse import DONE, SseEvent, SseParser
 
-__all__ = ["EventReader", "HttpClient", "decode_json"]
+__all__ = ["EventReader", "HttpClient", "StreamLimits", "decode_json"]
 
 
 def decode_json(data: str | bytes) -> Any:
@@ -81,6 +81,17 @@ class HttpClient:
             self._session = None
 
 
+class StreamLimits(Protocol):
+    """The stream settings every adapter's config carries (see :class:`EventReader`)."""
+
+    @property
+    def idle_timeout_s(self) -> float: ...
+    @property
+    def first_data_timeout_s(self) -> float: ...
+    @property
+    def max_event_bytes(self) -> int | None: ...
+
+
 class EventReader:
     """Reads SSE events off a response with an idle deadline that only data events move once
     data has started (see the module docstring).
@@ -110,6 +121,25 @@ class EventReader:
         self._deadline = now + idle_timeout_s
         self._queue_deadline = now + self._first_data_timeout_s
         self._started = False
+
+    @classmethod
+    def limited(
+        cls,
+        response: aiohttp.ClientResponse,
+        limits: StreamLimits,
+        *,
+        end: str = DONE,
+        keepalive: Callable[[SseEvent], bool] | None = None,
+    ) -> EventReader:
+        """A reader with an adapter config's deadlines and event size bound."""
+        return cls(
+            response,
+            idle_timeout_s=limits.idle_timeout_s,
+            first_data_timeout_s=limits.first_data_timeout_s,
+            max_event_bytes=limits.max_event_bytes,
+            end=end,
+            keepalive=keepalive,
+        )
 
     async def read(self) -> list[SseEvent]:
         """The data events of the next network read (possibly none)."""

@@ -117,16 +117,8 @@ class MessagesAdapter:
         )
         response = await self._post(f"{self.base_url}/v1/messages", body)
         translator = EventTranslator()
-        config = self.config
         # Keep-alives here are comments and the API's ``ping`` events: traffic, not progress.
-        reader = EventReader(
-            response,
-            idle_timeout_s=config.idle_timeout_s,
-            first_data_timeout_s=config.first_data_timeout_s,
-            max_event_bytes=config.max_event_bytes,
-            end="message_stop",
-            keepalive=_is_ping,
-        )
+        reader = EventReader.limited(response, self.config, end="message_stop", keepalive=_is_ping)
         try:
             while not translator.done:
                 for event in await reader.read():

@@ -96,13 +96,7 @@ class DeepSeekAdapter:
             self.url_for(request), encode_body(request, model, history), model, request
         )
         translator = ChunkTranslator()
-        config = self.config
-        reader = EventReader(
-            response,
-            idle_timeout_s=config.idle_timeout_s,
-            first_data_timeout_s=config.first_data_timeout_s,
-            max_event_bytes=config.max_event_bytes,
-        )
+        reader = EventReader.limited(response, self.config)
         try:
             while not reader.parser.done:
                 for event in await reader.read():

@@ -79,13 +79,7 @@ class ProviderAdapter:
         body = body_for(provider, self._model(request.model), request)
         response = await self._post(body)
         translator = Translator(provider.name, provider.reasoning_field, provider.cached_tokens)
-        settings = provider.settings
-        reader = EventReader(
-            response,
-            idle_timeout_s=settings.idle_timeout_s,
-            first_data_timeout_s=settings.first_data_timeout_s,
-            max_event_bytes=settings.max_event_bytes,
-        )
+        reader = EventReader.limited(response, provider.settings)
         try:
             while not reader.parser.done and not translator.failed:
                 for event in await reader.read():

@@ -154,6 +154,7 @@ class Harness:
         self.load()
         self.started = True
         await self.hooks.harness_start(self)
+        self.plugins.runtime.invalidate()  # plugins configured: who takes part in sessions
         self.agent_loop.create_configured()
 
     def _collect(self) -> None:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from dsh.session import Session, SessionSummary
     from dsh.tools import ToolExecution, ToolOutcome
 
-__all__ = ["HOOK_ARGS", "HOOK_STYLES", "HookRuntime", "Hooks", "Impl"]
+__all__ = ["HOOK_ARGS", "HOOK_STYLES", "SESSION_HOOKS", "HookRuntime", "Hooks", "Impl"]
 
 log = structlog.get_logger("dsh.hooks")
 T = TypeVar("T")
@@ -44,6 +44,16 @@ HOOK_STYLES: dict[str, Style] = {
 HOOK_ARGS: dict[str, tuple[str, ...]] = {
     name: tuple(inspect.signature(getattr(hookspecs, name)).parameters) for name in HOOK_STYLES
 }
+
+#: The hooks of a session's life (``dsh_session_*``). A plugin whose ``session_hooks_active``
+#: attribute is false (a store configured off) is left out of them: it would do nothing, and
+#: ``dsh_session_event`` runs for every streamed chunk.
+SESSION_HOOKS = frozenset(name for name in HOOK_STYLES if name.startswith("dsh_session_"))
+
+
+def _takes_part(hook: str, hookimpl: pluggy.HookImpl) -> bool:
+    """Whether ``hookimpl`` is called for ``hook`` (see :data:`SESSION_HOOKS`)."""
+    return hook not in SESSION_HOOKS or getattr(hookimpl.plugin, "session_hooks_active", True)
 
 
 class Impl:
@@ -147,7 +157,9 @@ def check_impl(hook: str, hookimpl: pluggy.HookImpl) -> None:
 
 class HookRuntime:
     """Calls hooks in their style. Ordered implementation lists are cached per hook and dropped
-    whenever a plugin is registered or unregistered (:meth:`invalidate`)."""
+    whenever a plugin is registered or unregistered, and once the harness has started (where
+    plugins read their configuration, and a store learns whether it is on): :meth:`invalidate`.
+    """
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.pm = pm
@@ -163,7 +175,7 @@ class HookRuntime:
         found = self._impls.get(hook)
         if found is None:
             caller: pluggy.HookCaller = getattr(self.pm.hook, hook)
-            found = [Impl(h) for h in reversed(caller.get_hookimpls())]
+            found = [Impl(h) for h in reversed(caller.get_hookimpls()) if _takes_part(hook, h)]
             self._impls[hook] = found
         return found
 

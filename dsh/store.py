@@ -107,6 +107,11 @@ class _Buffers:
         """Whether this store stores sessions (for example: it was given a location)."""
         return True
 
+    @property
+    def session_hooks_active(self) -> bool:
+        """A store that stores nothing is left out of the session hooks (dsh.hooks)."""
+        return self.enabled
+
     def durable(self, flush: bool) -> bool:
         """Whether a flush (``flush``), or a checkpoint, must be durable, by :attr:`fsync`."""
         return self.fsync == "checkpoint" or (flush and self.fsync == "turn")

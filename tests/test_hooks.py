@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, cast
 
 import pluggy
@@ -17,7 +18,9 @@ from dsh.content import text_of
 from dsh.hooks import HOOK_STYLES, HookRuntime
 from dsh.plugins import Plugins
 from dsh.request import LlmRequest
+from dsh.testing import text_response
 from dsh.tools import ToolExecution, ToolOutcome
+from tests.helpers import scripted_agent
 
 
 def plugins(*objs: object) -> Plugins:
@@ -576,3 +579,56 @@ def test_a_notifier_is_kept_until_the_implementations_change() -> None:
     seen.clear()
     p.runtime.notifier("dsh_session_event")(None, 1)
     assert seen == ["a"]
+
+
+# -- plugins that take no part in sessions ---------------------------------------------------
+
+
+class SessionWatcher:
+    """Counts the session hooks it is called for; on once the harness has started, when
+    ``on_at_start`` (as a store is once its configuration gave it a place)."""
+
+    def __init__(self, on_at_start: bool) -> None:
+        self.on_at_start = on_at_start
+        self.session_hooks_active = False
+        self.calls: list[str] = []
+
+    @hookimpl
+    def dsh_harness_start(self, harness: Harness) -> None:
+        self.calls.append("start")
+        self.session_hooks_active = self.on_at_start
+
+    @hookimpl
+    def dsh_session_created(self, session: object) -> None:
+        self.calls.append("created")
+
+    @hookimpl
+    def dsh_session_event(self, session: object, event: object) -> None:
+        self.calls.append("event")
+
+    @hookimpl
+    def dsh_session_checkpoint(self, session: object) -> None:
+        self.calls.append("checkpoint")
+
+
+async def test_a_plugin_off_for_sessions_is_left_out_of_the_session_hooks_only() -> None:
+    off, on = SessionWatcher(on_at_start=False), SessionWatcher(on_at_start=True)
+    async with Harness(plugins=[off, on], load_entrypoints=False) as h:
+        agent, _ = scripted_agent(h, [text_response("hello")])
+        agent.send("hi")
+        await agent.wait_idle()
+    assert off.calls == ["start"]  # the lifecycle hooks still reach it
+    assert on.calls[:3] == ["start", "created", "event"]
+    assert {"event", "checkpoint"} <= set(on.calls)
+
+
+async def test_stores_configured_off_take_no_part_in_sessions(tmp_path: Path) -> None:
+    from dsh_plugins.persistence_jsonl import JsonlStore
+    from dsh_plugins.persistence_sqlite import SqliteStore
+
+    jsonl, sqlite = JsonlStore(directory=tmp_path), SqliteStore()  # SQLite is off by default
+    async with Harness(plugins=[jsonl, sqlite], load_entrypoints=False) as h:
+        takers = [impl.plugin for impl in h.plugins.runtime.impls("dsh_session_event")]
+        assert h.plugins.pm.get_name(jsonl) in takers
+        assert h.plugins.pm.get_name(sqlite) not in takers
+        assert sqlite.session_hooks_active is False

@@ -29,7 +29,6 @@ from dsh.inbox import Inbox, InboxMessage, Signal
 if TYPE_CHECKING:
     from dsh.harness import Harness
     from dsh.session import Session
-    from dsh.step import StepOutcome
 
 __all__ = ["AgentHandle"]
 
@@ -56,7 +55,10 @@ class AgentHandle:
         self._abort_reason: str | None = None
         self._disposing = False
         self._in_turn = False
-        self._step_task: asyncio.Task[StepOutcome] | None = None
+        #: The agent's task while it runs a step (abort and dispose cancel it there), and how
+        #: many cancellations they asked of it: see ``LoopAgent._run_step``.
+        self._step_task: asyncio.Task[None] | None = None
+        self._step_cancels = 0
         self._background: set[asyncio.Task[None]] = set()
         self._unregister = harness.agents.register(self)
 
@@ -105,8 +107,7 @@ class AgentHandle:
     def abort(self, reason: str = "aborted") -> None:
         if self._in_turn and self._abort_reason is None:
             self._abort_reason = reason
-            if self._step_task is not None:
-                self._step_task.cancel()
+            self._cancel_step()
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -127,9 +128,22 @@ class AgentHandle:
         if not self._disposing:
             self._disposing = True
             self.inbox.close()
-            if self._step_task is not None:
-                self._step_task.cancel()
+            self._cancel_step()
         await asyncio.shield(self._task)
+
+    def _cancel_step(self) -> None:
+        """Cancel the step running now, if one is. Asked from within the step itself (a chunk
+        observer aborting), the cancellation waits for the step's next wait: a task that
+        cancels itself and then finishes the step without waiting would carry the
+        cancellation past it, into the agent's own bookkeeping."""
+        task = self._step_task
+        if task is None:
+            return
+        if task is asyncio.current_task():
+            asyncio.get_running_loop().call_soon(self._cancel_step)
+            return
+        self._step_cancels += 1
+        task.cancel()
 
     def _check_alive(self) -> None:
         if self._disposing:

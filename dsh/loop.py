@@ -10,7 +10,7 @@ plugin. One agent's lifetime::
         STEP loop:
           drain steering → 'steering/message'
           'step/start'
-          run the step (dsh.step): request, stream, tool calls — in a task abort can cancel
+          run the step (dsh.step): request, stream, tool calls — abort can cancel it
           'step/end'
           cont = waterfall dsh_agent_turn_continuation
           if not cont: break
@@ -22,8 +22,8 @@ plugin. One agent's lifetime::
 
 A failed step (the model call failed and was not retried, or a plugin raised) still gets its
 ``step/end``; then an ``error`` event, and the turn ends ``error`` or ``aborted``
-(:mod:`dsh.failures` names the failure). Abort cancels the running step's task; dispose does
-the same and ends the loop. A resume (:func:`dsh.recovery.reopen`) closes what a crash left
+(:mod:`dsh.failures` names the failure). Abort cancels the running step; dispose does the same
+and ends the loop. A resume (:func:`dsh.recovery.reopen`) closes what a crash left
 open before the agent starts.
 """
 
@@ -196,36 +196,65 @@ class LoopAgent(AgentHandle):
                 return TurnCompleted(decision.reason or None)
 
     async def _run_step(self, turn: int, step: int) -> StepOutcome | TurnEndReason:
-        """Run one step in its own task, so that abort and dispose can cancel just the step."""
+        """Run one step, which abort and dispose can cancel alone (:meth:`_step_outcome`)."""
         self._deliver_steering(turn)
         self.session.append(StepStart(turn, step))
         await self._hooks.agent_step_start(self, turn, step)
-        task = asyncio.get_running_loop().create_task(self._step(turn, step).run())
-        self._step_task = task
-        if self._disposing or self._abort_reason is not None:
-            task.cancel()
         result: StepOutcome | TurnEndReason
         error: tuple[BaseException, LlmFailure] | None = None
         try:
-            result = await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise
-            result = TurnDisposed() if self._disposing else TurnAborted(self._abort_reason)
+            result = await self._step_outcome(turn, step)
         except failures.StepFailed as exc:
             error = (exc, exc.failure)
             result = failures.failure_reason(exc.failure)
         except Exception as exc:
             error = (exc, failures.plugin_failure(exc))
             result = TurnError(error[1])
-        finally:
-            self._step_task = None
         self.session.append(StepEnd(turn, step))
         await self._hooks.agent_step_end(self, turn, step)
         if error is not None:
             await self._log_error(turn, step, *error)
         return result
+
+    async def _step_outcome(self, turn: int, step: int) -> StepOutcome | TurnEndReason:
+        """The step's outcome, or the reason abort or dispose stopped it.
+
+        The step runs in the agent's own task (a task per step cost a task and two turns of
+        the event loop, per step). Abort and dispose cancel that task only while it runs the
+        step, and count their cancellations: those are taken back here (``uncancel``), so a
+        cancellation of the agent from anywhere else still ends it.
+        """
+        if self._stop_asked():
+            return self._stopped()
+        task = asyncio.current_task()
+        assert task is not None, "an agent runs in its own task"
+        self._step_task = task
+        try:
+            outcome = await self._step(turn, step).run()
+            # Stopped while it ran, and it finished before the cancellation reached it (a chunk
+            # observer that aborted: see AgentHandle._cancel_step): stopped all the same.
+            return self._stopped() if self._stop_asked() else outcome
+        except asyncio.CancelledError:
+            if self._take_back_cancels(task):
+                raise
+            return self._stopped()
+        finally:
+            self._step_task = None
+            self._take_back_cancels(task)  # a step that swallowed one still returned
+
+    def _take_back_cancels(self, task: asyncio.Task[None]) -> bool:
+        """Take back abort's and dispose's cancellations of ``task``; whether a cancellation
+        from elsewhere is still pending."""
+        for _ in range(self._step_cancels):
+            task.uncancel()
+        self._step_cancels = 0
+        return task.cancelling() > 0
+
+    def _stop_asked(self) -> bool:
+        return self._disposing or self._abort_reason is not None
+
+    def _stopped(self) -> TurnEndReason:
+        return TurnDisposed() if self._disposing else TurnAborted(self._abort_reason)
 
     def _step(self, turn: int, step: int) -> Step:
         if self._call_ids is None:  # read from the log once; the loop is its only writer

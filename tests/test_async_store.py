@@ -211,3 +211,25 @@ def test_the_store_errors_survive_pickling_with_their_fields() -> None:
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error)
         assert copy.__dict__ == error.__dict__
+
+
+class OffMemoryStore(MemoryStore):
+    @property
+    def enabled(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("make", [OffMemoryStore, Disabled])
+async def test_a_store_configured_off_keeps_nothing_even_when_its_hooks_are_called(
+    make: type[MemoryStore | AsyncMemoryStore],
+) -> None:
+    """The hook runtime leaves such a store out of the session hooks; a host that calls them
+    itself still gets a store that ignores the session."""
+    store = make()
+    assert store.session_hooks_active is False
+    session = Session("off")
+    store.dsh_session_created(session)
+    store.dsh_session_event(session, session.append(UserMessage((Text("hi"),))))
+    assert store.pending == {}
+    assert store.dsh_session_checkpoint(session) is None
+    assert store.dsh_session_flush(session) is None

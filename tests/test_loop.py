@@ -268,6 +268,66 @@ async def test_abort_while_a_tool_runs_pairs_the_call_with_a_result(harness: Har
     assert turn_end_reason(agent) == TurnAborted("stop")
 
 
+async def test_a_tool_that_swallows_the_abort_leaves_the_agent_uncancelled(
+    harness: Harness,
+) -> None:
+    """The step runs in the agent's own task: abort's cancellation is taken back even when a
+    tool catches it and returns, so the agent's later steps are not cancelled by it."""
+    started = asyncio.Event()
+    seen: list[int] = []
+
+    async def stubborn(args: Any, execution: Any) -> str:
+        if not started.is_set():
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                return "kept going"
+        task = asyncio.current_task()
+        assert task is not None
+        seen.append(task.cancelling())
+        await asyncio.sleep(0)  # a cancellation still pending would end the step here
+        return "fine"
+
+    harness.tools.register(Tool(ToolSchema("stubborn", "ignores cancellation"), stubborn))
+    script = [
+        tool_call_response("c1", "stubborn", {}),
+        tool_call_response("c2", "stubborn", {}),
+        text_response("done"),
+    ]
+    agent, _ = scripted_agent(harness, script)
+    agent.send("go")
+    await started.wait()
+    agent.abort("stop")
+    await agent.wait_idle()
+    assert turn_end_reason(agent) == TurnAborted("stop")
+    agent.send("again")
+    await agent.wait_idle()
+    assert seen == [0]
+    assert turn_end_reason(agent) == TurnCompleted()
+
+
+async def test_cancelling_the_agent_from_outside_during_a_step_is_not_an_abort(
+    harness: Harness,
+) -> None:
+    started = asyncio.Event()
+
+    async def blocking(args: Any, execution: Any) -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    harness.tools.register(Tool(ToolSchema("block", "blocks"), blocking))
+    agent, _ = scripted_agent(harness, [tool_call_response("c1", "block", {})])
+    agent.send("go")
+    await started.wait()
+    agent._task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await agent._task
+    assert agent.status == "disposed"
+    assert not [e for e in agent.session.events if e.type == "turn/end"]
+
+
 async def test_abort_when_idle_does_nothing(harness: Harness) -> None:
     agent, _ = scripted_agent(harness, [])
     agent.abort()

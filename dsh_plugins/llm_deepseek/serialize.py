@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
 from attrs import evolve
 
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
@@ -26,6 +27,7 @@ __all__ = [
     "encoded_wire",
     "request_body",
     "uses_strict_tools",
+    "wire_json",
     "wire_message",
 ]
 
@@ -72,15 +74,26 @@ def request_body(
     return body
 
 
+def wire_json(value: Any) -> str:
+    """``value`` as compact JSON text. orjson writes it (a message ~5x faster than
+    ``json.dumps``; non-ASCII as UTF-8); what orjson refuses (a lone surrogate, an integer past
+    64 bits) ``json.dumps`` writes, compact and ASCII, so that a lone surrogate travels as an
+    escape and the body still encodes to UTF-8."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, separators=(",", ":"))
+
+
 def encoded_wire(message: Message, passback: bool, serialize: Serializer) -> str:
     """The wire messages of one message (``serialize``, e.g. :func:`wire_message`) as JSON
-    text, as they stand in the body's ``messages`` array (``", "``-separated; ``""`` for a
+    text, as they stand in the body's ``messages`` array (``","``-separated; ``""`` for a
     message that sends none)."""
-    return ", ".join(json.dumps(wire) for wire in serialize(message, passback))
+    return ",".join(wire_json(wire) for wire in serialize(message, passback))
 
 
 def encode_body(request: LlmRequest, model: str, encoded: Sequence[str]) -> str:
-    """:func:`request_body` as the JSON text ``json.dumps`` writes for it, the history given
+    """:func:`request_body` as compact JSON text (:func:`wire_json`), the history given
     already encoded (:func:`encoded_wire` of each message, in order).
 
     A history is re-sent, unchanged, at every step, and encoding it was most of a step's cost
@@ -88,10 +101,10 @@ def encode_body(request: LlmRequest, model: str, encoded: Sequence[str]) -> str:
     and joins the encoded messages here.
     """
     body = request_body(evolve(request, messages=()), model)
-    head = json.dumps({"model": body.pop("model")})[:-1]
-    parts = [json.dumps(wire) for wire in body.pop("messages")]
+    head = wire_json({"model": body.pop("model")})[:-1]
+    parts = [wire_json(wire) for wire in body.pop("messages")]
     parts.extend(filter(None, encoded))  # in C: the history is long, and sent every step
-    return f'{head}, "messages": [{", ".join(parts)}], {json.dumps(body)[1:]}'
+    return f'{head},"messages":[{",".join(parts)}],{wire_json(body)[1:]}'
 
 
 def wire_messages(request: LlmRequest, serialize: Serializer) -> list[WireMessage]:

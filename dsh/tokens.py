@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from attrs import field, frozen
@@ -112,6 +111,10 @@ class Pricing(Protocol):
     def price_at(self, when: float) -> Price: ...
 
 
+#: The weekday of the first epoch day (Monday = 0).
+_THURSDAY = 3
+
+
 def _days(days: Iterable[int]) -> frozenset[int]:
     return frozenset(days)
 
@@ -130,12 +133,13 @@ class PeakHours:
     utc_offset_minutes: int = 0
 
     def contains(self, when: float) -> bool:
-        """Whether ``when`` (epoch seconds) falls in a peak window."""
-        zone = timezone(timedelta(minutes=self.utc_offset_minutes))
-        local = datetime.fromtimestamp(when, zone)
-        if local.weekday() not in self.weekdays:
+        """Whether ``when`` (epoch seconds) falls in a peak window. Counted, not looked up in
+        a calendar (it runs for every priced response): epoch seconds have no leap seconds,
+        so a local day is 86,400 of them, and 1 January 1970 was a Thursday."""
+        days, seconds = divmod(when + self.utc_offset_minutes * 60, 86_400)
+        if (int(days) + _THURSDAY) % 7 not in self.weekdays:
             return False
-        minute = local.hour * 60 + local.minute
+        minute = int(seconds // 60)
         return any(start <= minute < end for start, end in self.windows)
 
 

@@ -318,8 +318,9 @@ def validate(value: Any, schema: Mapping[str, Any], path: str = "") -> list[str]
 def _has_type(value: Any, expected: str | list[str] | None) -> bool:
     if expected is None:
         return True
-    names = [expected] if isinstance(expected, str) else expected
-    return any(_TYPE_TESTS.get(name, _accept)(value) for name in names)
+    if isinstance(expected, str):  # the common case: one type
+        return _TYPE_TESTS.get(expected, _accept)(value)
+    return any(_TYPE_TESTS.get(name, _accept)(value) for name in expected)
 
 
 def _accept(value: Any) -> bool:

@@ -4,7 +4,7 @@ configured prices to those an adapter publishes."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -104,3 +104,23 @@ def test_the_llm_service_reports_what_adapters_publish() -> None:
     assert harness.llm.pricing("unknown") is None
     info = harness.llm.model_info("d")
     assert info is not None and (info.image_input, info.thinking_default) == (None, None)
+
+
+@given(
+    seconds=st.integers(min_value=-4_000_000_000, max_value=40_000_000_000),
+    offset=st.integers(min_value=-720, max_value=840),
+    start=st.integers(min_value=0, max_value=1439),
+    length=st.integers(min_value=1, max_value=1440),
+    weekdays=st.frozensets(st.integers(min_value=0, max_value=6)),
+)
+def test_peak_hours_count_the_days_as_the_calendar_does(
+    seconds: int, offset: int, start: int, length: int, weekdays: frozenset[int]
+) -> None:
+    """``contains`` counts days and minutes from the epoch; the calendar agrees. (A quarter
+    second past: ``fromtimestamp`` rounds to microseconds, which the count does not.)"""
+    when = seconds + 0.25
+    hours = PeakHours(((start, start + length),), weekdays, utc_offset_minutes=offset)
+    local = datetime.fromtimestamp(when, timezone(timedelta(minutes=offset)))
+    minute = local.hour * 60 + local.minute
+    expected = local.weekday() in weekdays and start <= minute < start + length
+    assert hours.contains(when) == expected

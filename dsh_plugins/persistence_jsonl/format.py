@@ -173,7 +173,7 @@ _PLAIN = (
 def _as_dumps_writes(fast: bytes) -> bool:
     """Whether orjson's ``fast`` is surely the text ``dumps`` writes for the same value(s)."""
     shapes = fast.translate(_SHAPES)
-    return not any(mark in shapes for mark in _OTHER)
+    return not any(map(shapes.__contains__, _OTHER))  # no generator frame: once per batch
 
 
 def _orjson(value: Any) -> bytes | None:

@@ -5,7 +5,10 @@ once unprofiled (the real CPU time) and once under :mod:`cProfile` (timing CPU, 
 section the suite's clock measures), against the same pre-encoded mock server as
 ``bench/run.py``. A sampling profiler has no cost per call, so it checks the shares:
 ``py-spy record -r 500 --format raw -o dsh.txt -- python bench/breakdown.py --spin dsh``, then
-``python bench/breakdown.py --spy dsh.txt`` tabulates the samples by the same layers.
+``python bench/breakdown.py --spy dsh.txt`` tabulates the samples by the same layers. Where
+timings are too noisy to tell a small change, count instructions: ``valgrind --tool=cachegrind
+--cache-sim=no python bench/breakdown.py --spin dsh --workload W2 --times 1 --steps 250``, the
+same with ``--steps 50``, and divide the difference by 200.
 
 Every function's *self* time is put in one layer by the file that defines it (attrs' and cattrs'
 generated code by the class it was generated for), and the table shows each layer in µs per
@@ -199,14 +202,17 @@ def spy_table(raw: str, per_sample_us: float) -> str:
     return "\n".join(lines)
 
 
-def spin(side: str, chunks: int, times: int) -> None:
-    """W1 ``times`` times on one side, for a sampling profiler attached from outside."""
+def spin(side: str, size: int, times: int, workload: str = "W1") -> None:
+    """W1 (``size`` chunks) or W2 (``size`` steps) ``times`` times on one side, for a profiler
+    from outside: a sampling one, or an instruction count (``valgrind --tool=cachegrind``) of
+    two sizes, whose difference is the cost of the extra steps without the start-up's."""
+    measure = run.w1 if workload == "W1" else run.w2
     with tempfile.TemporaryDirectory() as data:
         os.environ["XDG_DATA_HOME"] = data
         server = run.FastServer()
         try:
             for _ in range(times):
-                run.measuring(run.w1, server, chunks)(side)
+                run.measuring(measure, server, size)(side)
         finally:
             server.close()
 
@@ -216,13 +222,15 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--top", type=int, default=25, help="list the dsh side's top functions")
-    parser.add_argument("--spin", choices=("floor", "dsh"), help="run W1 --times times, no output")
+    parser.add_argument("--spin", choices=("floor", "dsh"), help="run --workload --times times")
+    parser.add_argument("--workload", choices=("W1", "W2"), default="W1", help="what --spin runs")
     parser.add_argument("--times", type=int, default=8)
     parser.add_argument("--spy", type=Path, help="a py-spy raw file of --spin to tabulate")
     parser.add_argument("--rate", type=int, default=500, help="py-spy's sampling rate (Hz)")
     args = parser.parse_args()
     if args.spin:
-        spin(args.spin, args.chunks, args.times)
+        size = args.chunks if args.workload == "W1" else args.steps
+        spin(args.spin, size, args.times, args.workload)
         return
     if args.spy:
         per_sample_us = 1e6 / args.rate / (args.chunks * args.times)

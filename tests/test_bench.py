@@ -255,4 +255,5 @@ def test_spin_runs_w1_for_a_sampling_profiler(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(run.FastServer, "close", count_then_close)
     breakdown.spin("floor", 20, 2)
-    assert served == [2]
+    breakdown.spin("dsh", 3, 1, "W2")
+    assert served == [2, 4]  # W2: three tool steps and the answer

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from dsh.agent import Agent, AgentOptions, Continuation, Retry
     from dsh.errors import ConfigError, DshError, HookError, LlmError, PluginLoadError
     from dsh.harness import Command, Harness
-    from dsh.markers import Stop, hookimpl
+    from dsh.markers import Stop, for_events, hookimpl
     from dsh.output import OutputError
     from dsh.prompt import PromptSection
     from dsh.runner import RunResult, run, run_sync
@@ -39,6 +39,7 @@ __all__ = [
     "Tool",
     "ToolExecution",
     "ToolOutcome",
+    "for_events",
     "hookimpl",
     "run",
     "run_sync",
@@ -64,6 +65,7 @@ _HOMES = {
     "RunResult": "dsh.runner",
     "run": "dsh.runner",
     "run_sync": "dsh.runner",
+    "for_events": "dsh.markers",
     "hookimpl": "dsh.markers",
     "Tool": "dsh.tools",
     "ToolExecution": "dsh.tools",

@@ -18,7 +18,7 @@ import structlog
 
 from dsh import hookspecs
 from dsh.errors import HookError, PluginLoadError
-from dsh.markers import SYNC_STYLES, Stop, Style, style_of
+from dsh.markers import SYNC_STYLES, Stop, Style, event_types_of, style_of
 
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentStatus, Continuation, Retry
@@ -106,9 +106,43 @@ def _notifier(hook: str, argnames: tuple[str, ...], impls: list[Impl]) -> Callab
     if not impls:
         return _nothing
     calls = tuple((_positional(impl, argnames), impl.plugin) for impl in impls)
+    if "event" in argnames and any(event_types_of(impl.function) for impl in impls):
+        return _event_notifier(hook, argnames.index("event"), impls, calls)
 
     def notify(*args: Any) -> None:
         for call, plugin in calls:
+            try:
+                call(*args)
+            except Exception:
+                log.exception("hook failed", hook=hook, plugin=plugin)
+
+    return notify
+
+
+Calls = tuple[tuple[Callable[..., Any], str], ...]
+
+
+def _event_notifier(hook: str, at: int, impls: list[Impl], calls: Calls) -> Callable[..., None]:
+    """``_notifier`` for a hook carrying an event (argument ``at``), some of whose
+    implementations want only some events (:func:`~dsh.markers.for_events`): the calls for each
+    class of event data are picked on its first event, and an event nobody wants costs a
+    lookup."""
+    wanted = [event_types_of(impl.function) for impl in impls]
+    by_class: dict[type[Any], Calls] = {}
+
+    def calls_for(cls: type[Any]) -> Calls:
+        picked = tuple(
+            pair
+            for pair, types in zip(calls, wanted, strict=True)
+            if not types or issubclass(cls, types)
+        )
+        by_class[cls] = picked
+        return picked
+
+    def notify(*args: Any) -> None:
+        cls = type(args[at].data)
+        picked = by_class.get(cls)
+        for call, plugin in calls_for(cls) if picked is None else picked:
             try:
                 call(*args)
             except Exception:

@@ -235,7 +235,9 @@ def dsh_session_created(session: Session) -> None:
 
 @spec("notify-sync")
 def dsh_session_event(session: Session, event: SessionEvent) -> None:
-    """An event was appended to ``session``. Persistence buffers here; keep it cheap."""
+    """An event was appended to ``session``. Persistence buffers here; keep it cheap. An
+    implementation that wants only some events says which with ``@dsh.for_events(DataClass,
+    ...)`` and is not called for the others (most of a step's events are streamed chunks)."""
 
 
 @spec("parallel")

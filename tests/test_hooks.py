@@ -11,10 +11,11 @@ import pluggy
 import pytest
 from structlog.testing import capture_logs
 
-from dsh import Harness, HookError, PluginLoadError, Stop, hookimpl
+from dsh import Harness, HookError, PluginLoadError, Stop, for_events, hookimpl
 from dsh.agent import Continuation
 from dsh.chunks import StreamChunk, TextDelta
-from dsh.content import text_of
+from dsh.content import Text, text_of
+from dsh.events import SessionEvent, StepStart, TurnCompleted, TurnEnd, TurnStart, UserMessage
 from dsh.hooks import HOOK_STYLES, HookRuntime
 from dsh.plugins import Plugins
 from dsh.request import LlmRequest
@@ -632,3 +633,76 @@ async def test_stores_configured_off_take_no_part_in_sessions(tmp_path: Path) ->
         assert h.plugins.pm.get_name(jsonl) in takers
         assert h.plugins.pm.get_name(sqlite) not in takers
         assert sqlite.session_hooks_active is False
+
+
+# -- implementations that want some events only ----------------------------------------------
+
+
+class Seen:
+    """Logs the events its ``dsh_session_event`` is called for; fails on a turn's end."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def seen(self, event: SessionEvent) -> None:
+        self.log.append(f"{type(self).__name__}:{type(event.data).__name__}")
+        if isinstance(event.data, TurnEnd):
+            raise RuntimeError("a failing observer")
+
+
+class All(Seen):
+    @hookimpl
+    def dsh_session_event(self, event: SessionEvent) -> None:
+        self.seen(event)
+
+
+class Turns(Seen):
+    @hookimpl
+    @for_events(TurnStart, TurnEnd)
+    def dsh_session_event(self, event: SessionEvent) -> None:
+        self.seen(event)
+
+
+class Users(Seen):
+    @for_events(UserMessage)
+    @hookimpl
+    def dsh_session_event(self, session: object, event: SessionEvent) -> None:
+        self.seen(event)
+
+
+class LoudStart(TurnStart):
+    """A subclass of a wanted class is wanted too."""
+
+
+def test_for_events_filters_the_implementations_by_the_class_of_the_data() -> None:
+    log: list[str] = []
+    rt = runtime(All(log), Turns(log), Users(log))
+    notify = rt.notifier("dsh_session_event")
+    events: list[Any] = [
+        UserMessage((Text("hi"),)),
+        TurnStart(1),
+        LoudStart(2),
+        StepStart(1, 1),
+        StepStart(1, 2),
+        TurnEnd(1, TurnCompleted()),
+    ]
+    with capture_logs() as logs:
+        for seq, data in enumerate(events):
+            notify(None, SessionEvent("x", seq, 0.0, data))
+    order = [line for line in log if not line.startswith("All:")]
+    assert order == [
+        "Users:UserMessage",
+        "Turns:TurnStart",
+        "Turns:LoudStart",
+        "Turns:TurnEnd",
+    ]
+    assert [line for line in log if line.startswith("All:")] == [
+        f"All:{type(data).__name__}" for data in events
+    ]
+    failed = sorted(entry["plugin"] for entry in logs if entry["event"] == "hook failed")
+    assert failed == ["p0", "p1"]  # contained and logged, as without the filter
+
+
+def test_for_events_needs_a_class() -> None:
+    with pytest.raises(TypeError, match="at least one"):
+        for_events()

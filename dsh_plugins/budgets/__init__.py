@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from attrs import define, field, frozen
 from attrs.validators import optional
 
-from dsh import Continuation, Stop, hookimpl
+from dsh import Continuation, Stop, for_events, hookimpl
 from dsh.agent import Agent
 from dsh.chunks import TokenUsage
 from dsh.config import at_least, greater_than
@@ -114,9 +114,8 @@ class BudgetsPlugin:
             self._account(spend, event)
 
     @hookimpl
+    @for_events(*_ACCOUNTED)
     def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
-        if not isinstance(event.data, _ACCOUNTED):
-            return
         spend = self._spend.get(session.id)
         if spend is not None:
             self._account(spend, event)

@@ -26,7 +26,7 @@ from typing import Any
 from attrs import evolve, field, frozen
 from attrs.validators import deep_mapping, instance_of, optional
 
-from dsh import Retry, hookimpl
+from dsh import Retry, for_events, hookimpl
 from dsh.agent import Agent
 from dsh.chunks import LlmFailure, TokenUsage
 from dsh.config import at_least, at_most, greater_than
@@ -198,6 +198,7 @@ class CompactionPlugin:
         return request
 
     @hookimpl
+    @for_events(AssistantMessage)
     def dsh_session_event(self, session: Any, event: SessionEvent) -> None:
         """Calibrate the meter from the usage each response reports."""
         data = event.data

@@ -390,6 +390,14 @@ def test_usage_without_a_pending_estimate_is_ignored() -> None:
     assert plugin.meter.factors == {}
 
 
+def test_a_response_without_usage_keeps_its_estimate_for_the_next() -> None:
+    plugin = CompactionPlugin()
+    plugin._estimates["s"] = ("m", 100)
+    silent = AssistantMessage(1, 1, (Text("a"),), None)
+    plugin.dsh_session_event(Session("s"), SessionEvent("assistant/message", 0, 0.0, silent))
+    assert plugin._estimates == {"s": ("m", 100)} and plugin.meter.factors == {}
+
+
 async def test_a_disposed_agent_is_forgotten() -> None:
     h, plugin = await make({**SMALL, "context_window": 100_000})
     adapter = ScriptedAdapter(

@@ -307,6 +307,29 @@ async def test_a_tool_that_swallows_the_abort_leaves_the_agent_uncancelled(
     assert turn_end_reason(agent) == TurnCompleted()
 
 
+async def test_an_abort_from_a_chunk_observer_on_the_last_chunk_ends_only_the_turn(
+    harness: Harness,
+) -> None:
+    """The observer runs in the agent's task, and the step may finish without waiting again:
+    the abort must still end the turn ``aborted``, and not cancel the agent afterwards."""
+
+    class AbortAtFinish:
+        @hookimpl
+        def dsh_agent_stream_chunk(self, agent: Any, chunk: Any) -> None:
+            if isinstance(chunk, Finish) and agent.session.last_turn == 1:
+                agent.abort("seen enough")
+
+    harness.plugins.register(AbortAtFinish())
+    agent, _ = scripted_agent(harness, [text_response("one"), text_response("two")])
+    agent.send("go")
+    await agent.wait_idle()
+    assert turn_end_reason(agent) == TurnAborted("seen enough")
+    agent.send("again")
+    await agent.wait_idle()
+    assert turn_end_reason(agent) == TurnCompleted()
+    assert agent.status == "idle"
+
+
 async def test_cancelling_the_agent_from_outside_during_a_step_is_not_an_abort(
     harness: Harness,
 ) -> None:

@@ -106,8 +106,9 @@ def _notifier(hook: str, argnames: tuple[str, ...], impls: list[Impl]) -> Callab
     if not impls:
         return _nothing
     calls = tuple((_positional(impl, argnames), impl.plugin) for impl in impls)
-    if "event" in argnames and any(event_types_of(impl.function) for impl in impls):
-        return _event_notifier(hook, argnames.index("event"), impls, calls)
+    wanted = [event_types_of(impl.function) for impl in impls]
+    if any(wanted):  # only hooks with an event argument take the marker (check_impl)
+        return _event_notifier(hook, argnames.index("event"), calls, wanted)
 
     def notify(*args: Any) -> None:
         for call, plugin in calls:
@@ -122,12 +123,14 @@ def _notifier(hook: str, argnames: tuple[str, ...], impls: list[Impl]) -> Callab
 Calls = tuple[tuple[Callable[..., Any], str], ...]
 
 
-def _event_notifier(hook: str, at: int, impls: list[Impl], calls: Calls) -> Callable[..., None]:
+def _event_notifier(
+    hook: str, at: int, calls: Calls, wanted: list[tuple[type[Any], ...] | None]
+) -> Callable[..., None]:
     """``_notifier`` for a hook carrying an event (argument ``at``), some of whose
-    implementations want only some events (:func:`~dsh.markers.for_events`): the calls for each
-    class of event data are picked on its first event, and an event nobody wants costs a
-    lookup."""
-    wanted = [event_types_of(impl.function) for impl in impls]
+    implementations want only some events (``wanted``, by :func:`~dsh.markers.for_events`): the
+    calls for each class of event data are picked on its first event, and an event nobody wants
+    costs a lookup. (The calling loop is ``_notifier``'s: one call per implementation per event,
+    no helper between.)"""
     by_class: dict[type[Any], Calls] = {}
 
     def calls_for(cls: type[Any]) -> Calls:
@@ -183,6 +186,11 @@ def check_impl(hook: str, hookimpl: pluggy.HookImpl) -> None:
             f"{where} as a pluggy wrapper, but {hook} is a {style} hook; dsh hooks take no "
             "wrappers (wrap behaviour with the middleware hooks dsh_llm_stream and "
             "dsh_tools_execute)"
+        )
+    if event_types_of(fn) and "event" not in HOOK_ARGS[hook]:
+        raise PluginLoadError(
+            f"{where} marked with for_events, but {hook} carries no event: for_events filters "
+            "dsh_session_event"
         )
     is_async = inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
     if is_async and style in SYNC_STYLES:

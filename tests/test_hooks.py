@@ -706,3 +706,13 @@ def test_for_events_filters_the_implementations_by_the_class_of_the_data() -> No
 def test_for_events_needs_a_class() -> None:
     with pytest.raises(TypeError, match="at least one"):
         for_events()
+
+
+def test_for_events_on_a_hook_without_an_event_is_refused_at_load() -> None:
+    class Misplaced:
+        @hookimpl
+        @for_events(TurnEnd)
+        def dsh_agent_stream_chunk(self, chunk: object) -> None: ...
+
+    with pytest.raises(PluginLoadError, match="carries no event"):
+        plugins(Misplaced())

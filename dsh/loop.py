@@ -177,10 +177,8 @@ class LoopAgent(AgentHandle):
     async def _run_steps(self, turn: int) -> TurnEndReason:
         step = 0
         while True:
-            if self._disposing:
-                return TurnDisposed()
-            if self._abort_reason is not None:
-                return TurnAborted(self._abort_reason)
+            if self._stop_asked():
+                return self._stopped()
             step += 1
             outcome = await self._run_step(turn, step)
             if not isinstance(outcome, StepOutcome):

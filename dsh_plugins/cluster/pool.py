@@ -163,10 +163,7 @@ class RayPool(Pool):
         seen = after_seq
         waits = self._waits(session_id)
         while True:
-            host = self.route(session_id)
-            handle = self._handle(host)
-            if handle is None:
-                continue
+            host, handle = self._reachable(session_id)
             stream = handle.events.remote(session_id, seen)
             try:
                 while (item := await _next(stream)) is not None:
@@ -206,6 +203,15 @@ class RayPool(Pool):
         """The host the session's calls go to now."""
         return self._routes.get(session_id) or self._ring.host(session_id)
 
+    def _reachable(self, session_id: str) -> tuple[str, Any]:
+        """The host the session's calls go to now, and its actor: a host gone for good leaves
+        the ring (:meth:`_handle`) and the session is routed again."""
+        while True:
+            host = self.route(session_id)
+            handle = self._handle(host)
+            if handle is not None:
+                return host, handle
+
     def _moved(self, session_id: str, host: str, answer: Elsewhere) -> None:
         """A host said another writer holds the session: go to it when it is a host of this
         pool, else wait (a dead holder's lease expires) and ask again."""
@@ -236,10 +242,7 @@ class RayPool(Pool):
     async def _call(self, session_id: str, method: str, *args: Any, repeat: bool) -> None:
         waits = self._waits(session_id)
         while True:
-            host = self.route(session_id)
-            handle = self._handle(host)
-            if handle is None:
-                continue
+            host, handle = self._reachable(session_id)
             try:
                 answer = await getattr(handle, method).remote(session_id, *args)
             except RayActorError as exc:

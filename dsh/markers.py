@@ -67,7 +67,8 @@ def for_events(*types: type[Any]) -> Callable[[F], F]:
     """Mark a ``dsh_session_event`` implementation as wanting only the events whose ``data``
     is an instance of one of ``types``: the hook runtime does not call it for the others. Most
     of a step's events are streamed chunks, which most observers skip at once; this skips them
-    without a call::
+    without a call. On a hook that carries no event the marker is refused when the plugin
+    loads::
 
         @hookimpl
         @for_events(AssistantMessage, TurnEnd)

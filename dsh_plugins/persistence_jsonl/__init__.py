@@ -184,7 +184,9 @@ class JsonlStore(BufferedStore):
         file = self._files[session_id]
         if flush:
             file.sync_count()
-        return asyncio.to_thread(file.fsync) if self.durable(flush) else None
+        if not (file.unsynced and self.durable(flush)):
+            return None  # nothing to sync: no worker thread (a close's flush after a turn's)
+        return asyncio.to_thread(file.fsync)
 
     def release(self, session_id: str) -> None:
         self._files.pop(session_id).close()

@@ -146,13 +146,23 @@ class SessionFile:
         self._count_shown = self._count
         self._unsynced = True
 
+    @property
+    def unsynced(self) -> bool:
+        """Whether something was written since the last :meth:`fsync` began."""
+        return self._fd is not None and self._unsynced
+
     def fsync(self) -> None:
         """Make what was written durable (if anything was since the last time); a new file's
-        directory entry too, once."""
+        directory entry too, once. Runs in a worker thread: a write made while it runs marks
+        the file unsynced again, for the next call."""
         if self._fd is None or not self._unsynced:
-            return
-        os.fsync(self._fd)
+            return  # nothing written since the last fsync began
         self._unsynced = False
+        try:
+            os.fsync(self._fd)
+        except BaseException:
+            self._unsynced = True
+            raise
         if self._created:
             directory = os.open(self.path.parent, os.O_RDONLY)
             try:

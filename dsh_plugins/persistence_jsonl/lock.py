@@ -69,9 +69,13 @@ class WriterLock:
             os.close(fd)  # released and removed between our open and our lock: try again
         writer = Writer.this_process()
         record = json.dumps({"pid": writer.pid, "host": writer.host, "since": writer.since})
+        data = record.encode()
         with contextlib.suppress(OSError):  # who holds it is a courtesy: a full disk skips it
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record.encode(), 0)
+            os.pwrite(fd, data, 0)
+            # Then cut what a dead holder's longer record left. Never truncate to zero first:
+            # ext4 writes a file truncated to zero back at its close, which made releasing a
+            # lock cost ~50 us instead of ~7 (see docs/benchmarks.md, round 4).
+            os.ftruncate(fd, len(data))
         return cls(path, fd)
 
     @property

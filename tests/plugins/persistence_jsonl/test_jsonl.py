@@ -457,6 +457,65 @@ async def test_fsync_modes(tmp_path: Path, fsyncs: list[int], mode: Any, expecte
     assert len(fsyncs) == expected
 
 
+async def test_a_flush_with_nothing_new_to_sync_starts_no_worker_thread(
+    tmp_path: Path, fsyncs: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[object] = []
+    real = asyncio.to_thread
+
+    def counted(func: Any, /, *args: Any) -> Any:
+        threads.append(func)
+        return real(func, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(tmp_path)]) as h:
+        session = h.sessions.create("s")
+        session.append(user("one"))
+        await session.flush()
+        assert (len(threads), len(fsyncs)) == (1, 2)  # the file, and its new directory entry
+        await session.flush()  # nothing written since: nothing to hand a thread
+        await h.sessions.close(session)
+        assert (len(threads), len(fsyncs)) == (1, 2)
+
+
+async def test_a_write_made_while_an_fsync_runs_is_synced_by_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = JsonlStore(tmp_path)
+    synced: list[int] = []
+    real = os.fsync
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        session = h.sessions.create("s")
+        session.append(user("one"))
+        await session.checkpoint()
+        file = store._files["s"]
+        late = SessionEvent("user/message", 1, 2.0, user("two"))
+
+        def racing(fd: int) -> None:
+            if not synced:  # the loop writes the next batch while the first fsync runs
+                file.write([late], whole=False)
+            synced.append(fd)
+            real(fd)
+
+        monkeypatch.setattr(os, "fsync", racing)
+        await session.flush()
+        assert file.unsynced  # the late write still needs its own fsync
+        await asyncio.to_thread(file.fsync)
+        assert (file.unsynced, len(synced)) == (False, 3)  # file, directory, file again
+        file.fsync()  # nothing written since: nothing to sync
+        assert len(synced) == 3
+
+        def failing(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", failing)
+        file.write([SessionEvent("user/message", 2, 3.0, user("three"))], whole=False)
+        with pytest.raises(OSError, match="Input/output"):
+            file.fsync()
+        assert (file.unsynced, len(synced)) == (True, 3)  # a failed fsync: the next tries again
+        monkeypatch.setattr(os, "fsync", real)
+
+
 async def test_an_empty_session_writes_nothing(tmp_path: Path, fsyncs: list[int]) -> None:
     store = JsonlStore(tmp_path)
     async with Harness(load_entrypoints=False, plugins=[store]) as h:

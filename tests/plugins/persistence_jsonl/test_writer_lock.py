@@ -93,6 +93,16 @@ def test_a_lock_file_removed_between_open_and_lock_is_not_trusted(
     lock.release()
 
 
+def test_a_dead_holders_longer_record_is_replaced_whole(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl.lock"  # left by a holder that died (nobody locks it)
+    stale = {"pid": 1, "host": "an-old-host-with-a-long-name" * 4, "since": 0.0}
+    path.write_text(json.dumps(stale))
+    lock = WriterLock.acquire(path, "s")
+    record = json.loads(path.read_text())  # no tail of the old record after the new one
+    assert record["pid"] == os.getpid() and record["host"] != stale["host"]
+    lock.release()
+
+
 def test_who_holds_it_is_a_courtesy_a_full_disk_skips(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,12 +8,16 @@ over HTTP against the mock server in its own process — with JSONL on and off. 
 sessions are stored in SQLite and listed. Last, the stores' raw figures: events written per
 second (sessions checkpointed every few events) and the latency of one checkpoint, for JSONL,
 SQLite and PostgreSQL — the last only when ``DSH_POSTGRES_DSN`` names a server (the benchmark
-says so and skips it otherwise; it works in a schema of its own and drops it).
+says so and skips it otherwise; it works in a schema of its own and drops it). Last, what a
+session's whole life costs the JSONL store as W4's agents use it (1,000 opened at once, written,
+flushed, closed) against the same files written by bare system calls — a figure dominated by the
+disk's fsync and journal, which vary by tens of percent between runs on a shared VM.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import importlib
 import os
 import statistics
@@ -210,6 +214,81 @@ async def bench_stores(directory: Path) -> None:
         await drop_bench_schema()
 
 
+#: The session lifecycle figures: sessions opened at once, steps each, two checkpoints a step.
+LIVES, LIFE_STEPS, LIFE_RUNS = 1_000, 6, 5
+
+
+async def jsonl_lives(directory: Path) -> float:
+    """CPU seconds for ``LIVES`` sessions at once, each as a W4 agent uses the JSONL store:
+    created, ``LIFE_STEPS`` steps of a few events with two checkpoints each, a turn's flush
+    (its fsync), closed."""
+
+    async def life(h: Harness, session: Any) -> None:
+        session.append(UserMessage((Text("go"),)))
+        for step in range(LIFE_STEPS):
+            session.append(UserMessage((Text(f"step {step}: the request"),)))
+            await session.checkpoint()
+            session.append(UserMessage((Text(f"step {step}: the tool result"),)))
+            await session.checkpoint()
+        await session.flush()
+        await h.sessions.close(session)
+
+    async with Harness(load_entrypoints=False, plugins=[JsonlStore(directory)]) as h:
+        start = time.process_time()
+        sessions = [h.sessions.create(f"life-{n}") for n in range(LIVES)]
+        await asyncio.gather(*(life(h, session) for session in sessions))
+        return time.process_time() - start
+
+
+async def bare_lives(directory: Path) -> float:
+    """The floor of :func:`jsonl_lives`: the same files by bare system calls — a locked lock
+    file naming its holder, the session file, one ``pwrite`` per checkpoint of bytes encoded
+    beforehand, the file's and its directory's fsync in a worker thread, close and unlink."""
+    line = b'{"type":"user/message","seq":0,"time":1.0,"data":{"content":[]}}\n' * 2
+
+    def sync(fd: int) -> None:
+        os.fsync(fd)
+        parent = os.open(directory, os.O_RDONLY)
+        os.fsync(parent)
+        os.close(parent)
+
+    async def life(n: int) -> None:
+        path = directory / f"bare-{n}.jsonl"
+        lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.pwrite(lock, b'{"pid": 1}', 0)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        for offset in range(0, 2 * LIFE_STEPS * len(line), len(line)):
+            os.pwrite(fd, line, offset)
+            await asyncio.sleep(0)  # a checkpoint lets the other sessions run
+        await asyncio.to_thread(sync, fd)
+        os.close(fd)
+        os.unlink(f"{path}.lock")
+        os.close(lock)
+
+    start = time.process_time()
+    await asyncio.gather(*(life(n) for n in range(LIVES)))
+    return time.process_time() - start
+
+
+async def bench_lifecycle(directory: Path) -> None:
+    """What opening, writing and closing a session costs the JSONL store: W4's 1,000 agents
+    each open one (a lock file and a session file), checkpoint it twice a step, fsync it at
+    turn end and close it. Interleaved with the bare system calls, medians."""
+    jsonl: list[float] = []
+    bare: list[float] = []
+    for run in range(LIFE_RUNS):
+        jsonl.append(await jsonl_lives(directory / f"jsonl-{run}"))
+        (directory / f"bare-{run}").mkdir()
+        bare.append(await bare_lives(directory / f"bare-{run}"))
+    dsh, floor = statistics.median(jsonl) / LIVES, statistics.median(bare) / LIVES
+    print(
+        f"session lifecycle ({LIVES:,} at once, {LIFE_STEPS} steps, 2 checkpoints a step, "
+        f"a flush, a close): JSONL {dsh * 1e6:.0f} us CPU per session, bare system calls "
+        f"{floor * 1e6:.0f} us: {dsh / floor:.2f}x (medians of {LIFE_RUNS})"
+    )
+
+
 async def drop_bench_schema() -> None:
     dsn = os.environ.get("DSH_POSTGRES_DSN")
     if dsn:
@@ -226,6 +305,7 @@ async def main() -> int:
         ratio = await bench_checkpoints(Path(tmp))
         slowest = await bench_listing(Path(tmp))
         await bench_stores(Path(tmp))
+        await bench_lifecycle(Path(tmp))
     print(f"JSONL checkpoint overhead target <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'}")
     print(f"SQLite listing target well under 1 s: {'met' if slowest < 0.25 else 'NOT met'}")
     return 0

@@ -154,11 +154,11 @@ def _event_notifier(
     return notify
 
 
-async def _resolve(value: Any) -> Any:
-    """Tolerant callers: an implementation may return a value or an awaitable of one."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
+def _pending(value: Any) -> bool:
+    """Whether an implementation's ``value`` is an awaitable to await (tolerant callers: it may
+    return a value or an awaitable of one). ``None``, what most return, is told first: no
+    coroutine of a helper per call, several hooks run at every step."""
+    return value is not None and inspect.isawaitable(value)
 
 
 _DOWNSTREAM = "_dsh_downstream"
@@ -234,7 +234,9 @@ class HookRuntime:
     async def notify(self, hook: str, kwargs: Mapping[str, Any]) -> None:
         for impl in self.impls(hook):
             try:
-                await _resolve(impl(kwargs))
+                result = impl(kwargs)
+                if _pending(result):
+                    await result
             except Exception:
                 log.exception("hook failed", hook=hook, plugin=impl.plugin)
 
@@ -259,7 +261,9 @@ class HookRuntime:
         """Thread ``kwargs[key]`` through the implementations; returns the final value."""
         for impl in self.impls(hook):
             try:
-                result = await _resolve(impl(kwargs))
+                result = impl(kwargs)
+                if _pending(result):
+                    result = await result
             except Exception as exc:
                 raise HookError(hook, impl.plugin, exc) from exc
             if isinstance(result, Stop):
@@ -276,14 +280,16 @@ class HookRuntime:
 
         async def call(position: int, current: Any) -> Any:
             if position == len(impls):
-                return await _resolve(terminal(current))
+                result = terminal(current)
+                return await result if _pending(result) else result
             impl = impls[position]
 
             def call_next(changed: Any) -> Awaitable[Any]:
                 return _downstream(call(position + 1, changed))
 
             try:
-                return await _resolve(impl({key: current, "call_next": call_next}))
+                result = impl({key: current, "call_next": call_next})
+                return await result if _pending(result) else result
             except Exception as exc:
                 if isinstance(exc, HookError) or getattr(exc, _DOWNSTREAM, False):
                     raise
@@ -294,7 +300,9 @@ class HookRuntime:
     async def first(self, hook: str, kwargs: Mapping[str, Any]) -> Any:
         for impl in self.impls(hook):
             try:
-                result = await _resolve(impl(kwargs))
+                result = impl(kwargs)
+                if _pending(result):
+                    result = await result
             except Exception as exc:
                 raise HookError(hook, impl.plugin, exc) from exc
             if result is not None:
@@ -316,7 +324,7 @@ class HookRuntime:
             except Exception as exc:
                 failures.append(HookError(hook, impl.plugin, exc))
                 continue
-            if inspect.isawaitable(result):
+            if _pending(result):
                 waiting.append((impl, result))
         if waiting:
             results = await asyncio.gather(*(w for _, w in waiting), return_exceptions=True)

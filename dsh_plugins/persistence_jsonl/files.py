@@ -93,7 +93,9 @@ class SessionFile:
         self._count_shown = session.persisted
         self._count_at: int | None = None
         self._created = False
-        self._unsynced = False
+        #: Writes handed to the operating system, and how many of them an fsync has finished for.
+        self._writes = 0
+        self._synced = 0
 
     @classmethod
     def claim(cls, path: Path, session: Session, codec: EventCodec) -> SessionFile:
@@ -134,7 +136,7 @@ class SessionFile:
                 f"cannot write session {self.session.id!r} to {self.path}: {exc}"
             ) from exc
         self._size += len(data)
-        self._unsynced = True
+        self._writes += 1
         self._count += len(events)
         self._header = b""
 
@@ -144,25 +146,22 @@ class SessionFile:
             return
         os.pwrite(self._fd, f"{self._count:>{COUNT_WIDTH}}".encode(), self._count_at)
         self._count_shown = self._count
-        self._unsynced = True
+        self._writes += 1
 
     @property
     def unsynced(self) -> bool:
-        """Whether something was written since the last :meth:`fsync` began."""
-        return self._fd is not None and self._unsynced
+        """Whether something was written that no finished fsync covers (one still running in a
+        worker thread does not count: a flush meanwhile must sync, and wait, itself)."""
+        return self._fd is not None and self._synced != self._writes
 
     def fsync(self) -> None:
         """Make what was written durable (if anything was since the last time); a new file's
-        directory entry too, once. Runs in a worker thread: a write made while it runs marks
-        the file unsynced again, for the next call."""
-        if self._fd is None or not self._unsynced:
-            return  # nothing written since the last fsync began
-        self._unsynced = False
-        try:
-            os.fsync(self._fd)
-        except BaseException:
-            self._unsynced = True
-            raise
+        directory entry too, once. Runs in a worker thread: a write made while it runs stays
+        unsynced, for the next call."""
+        writes = self._writes
+        if self._fd is None or self._synced == writes:
+            return
+        os.fsync(self._fd)
         if self._created:
             directory = os.open(self.path.parent, os.O_RDONLY)
             try:
@@ -170,6 +169,8 @@ class SessionFile:
             finally:
                 os.close(directory)
             self._created = False
+        # Synced only now, the directory entry too; two fsyncs may finish in either order.
+        self._synced = max(self._synced, writes)
 
     def close(self) -> None:
         """Close the file and release the writer lock."""

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import stat
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -514,6 +515,37 @@ async def test_a_write_made_while_an_fsync_runs_is_synced_by_the_next(
             file.fsync()
         assert (file.unsynced, len(synced)) == (True, 3)  # a failed fsync: the next tries again
         monkeypatch.setattr(os, "fsync", real)
+
+
+async def test_a_flush_while_an_fsync_runs_waits_for_one_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = JsonlStore(tmp_path)
+    entered, release = threading.Event(), threading.Event()
+    synced: list[int] = []
+    real = os.fsync
+
+    def slow(fd: int) -> None:
+        synced.append(fd)
+        if len(synced) == 1:  # the first fsync is still on its way to the disk
+            entered.set()
+            assert release.wait(10), "the test never released the first fsync"
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", slow)
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        session = h.sessions.create("s")
+        session.append(user("one"))
+        first = asyncio.ensure_future(session.flush())
+        assert await asyncio.to_thread(entered.wait, 10)
+        file = store._files["s"]
+        assert file.unsynced  # written, and no fsync has finished: not durable yet
+        await session.flush()  # meanwhile: it must not count on the first, unfinished one
+        fd = synced[0]
+        assert synced[:2] == [fd, fd] and len(synced) == 3  # the file itself, and its directory
+        release.set()
+        await first
+        assert (file.unsynced, len(synced)) == (False, 3)
 
 
 async def test_an_empty_session_writes_nothing(tmp_path: Path, fsyncs: list[int]) -> None:

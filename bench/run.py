@@ -18,6 +18,11 @@ closed, sessions flushed). Every run checks its output (the assembled text byte 
 tool call executed with the right arguments, the number of requests the server saw), so nothing
 wins by skipping work.
 
+To take dsh's cost apart, ``--without persistence_jsonl,budgets`` leaves more plugins out on the
+dsh side (the header says so: such a run is a decomposition, not the benchmark), and
+``--agent-steps N`` gives W4's agents N tool steps instead of 5 (1 and 9 separate what an agent
+costs once from what each step costs).
+
 Workloads: W1 one reply of 20,000 deltas; W2 one agent, 200 sequential tool steps; W3 a fresh
 process from spawn to the first streamed token; W4 100 and 1,000 concurrent agents of 5 tool
 steps each (wall time, CPU time, peak memory, memory held per agent).
@@ -299,13 +304,21 @@ class Bench:
 #: The built-in tool plugins would offer the model eight more tools than the floor client sends;
 #: the same request on both sides means the same tools. Everything else stays in.
 NOT_BENCHED = ("tools_fs", "tools_shell", "permissions")
+#: Where ``--without`` puts the plugins it leaves out, for this process and the ones it spawns.
+WITHOUT_ENV = "DSH_BENCH_WITHOUT"
+
+
+def bench_disabled() -> tuple[str, ...]:
+    """The plugins the dsh side leaves out: :data:`NOT_BENCHED`, and those ``--without`` named."""
+    named = os.environ.get(WITHOUT_ENV, "").split(",")
+    return NOT_BENCHED + tuple(name.strip() for name in named if name.strip())
 
 
 def dsh_harness(url: str, bench: Bench) -> Any:
     from dsh import Harness
 
     config = {"llm_deepseek": {"base_url": url, "api_key": "bench"}}
-    return Harness(plugins=[bench], config=config, disabled=NOT_BENCHED)
+    return Harness(plugins=[bench], config=config, disabled=bench_disabled())
 
 
 def dsh_options() -> Any:
@@ -401,7 +414,8 @@ class First:
 async def main():
     first = First()
     config = {"llm_deepseek": {"base_url": sys.argv[1], "api_key": "bench"}}
-    disabled = ("tools_fs", "tools_shell", "permissions")
+    without = [n.strip() for n in os.environ.get("DSH_BENCH_WITHOUT", "").split(",")]
+    disabled = ("tools_fs", "tools_shell", "permissions", *filter(None, without))
     async with Harness(plugins=[first], config=config, disabled=disabled) as h:
         agent = h.agent_loop.create("w3", AgentOptions(model="deepseek-v4-flash", thinking=False))
         agent.send("go")
@@ -619,6 +633,9 @@ def report(
     only: frozenset[str] = WORKLOADS,
 ) -> None:
     print(f"dsh benchmark — {machine()}; medians of {runs} interleaved runs")
+    if bench_disabled() != NOT_BENCHED:
+        left_out = ", ".join(bench_disabled()[len(NOT_BENCHED) :])
+        print(f"dsh side without {left_out}: a decomposition, not the benchmarked configuration")
     print(header())
     chunks, steps = sizes["chunks"], sizes["steps"]
     if "W1" in only:
@@ -635,7 +652,7 @@ def report(
         print(row("W3 spawn to first token", m, "<= 1.3x"))
     for agents in sizes["agents"] if "W4" in only else ():
         m, peak, held = w4_medians(server, runs, agents, sizes["agent_steps"], env)
-        print(row(f"W4 {agents:,} agents x 5 steps", m, "<= 1.5x"))
+        print(row(f"W4 {agents:,} agents x {sizes['agent_steps']} steps", m, "<= 1.5x"))
         print(
             f"{'   peak memory of the process':<34} {peak['floor']:>9.1f}  {peak['dsh']:>7.1f} MB"
         )
@@ -742,8 +759,14 @@ def main() -> None:
     parser.add_argument(
         "--only", default=",".join(sorted(WORKLOADS)), help="the workloads to run, e.g. W1,W3"
     )
+    parser.add_argument(
+        "--without", default="", help="more plugins the dsh side leaves out, e.g. persistence_jsonl"
+    )
+    parser.add_argument("--agent-steps", type=int, default=5, help="W4's tool steps per agent")
     parser.add_argument("--w4-child", nargs=4, metavar=("SIDE", "URL", "AGENTS", "STEPS"))
     args = parser.parse_args()
+    if args.without:
+        os.environ[WITHOUT_ENV] = args.without  # the W3 and W4 children inherit it
     if args.w4_child:
         side, url, agents, steps = args.w4_child
         print(json.dumps(asyncio.run(w4_run(side, url, int(agents), int(steps)))))
@@ -754,7 +777,7 @@ def main() -> None:
         "chunks": 500 if quick else 20_000,
         "steps": 10 if quick else 200,
         "agents": (10, 30) if quick else (100, 1000),
-        "agent_steps": 5,
+        "agent_steps": args.agent_steps,
     }
     with tempfile.TemporaryDirectory() as data:
         env = {**os.environ, "XDG_DATA_HOME": data}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import os
 import sys
 import weakref
 from collections.abc import AsyncIterator
@@ -166,6 +167,29 @@ def test_only_runs_the_workloads_it_names(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert "W1 one reply, 30 deltas" in out
     assert "W2" not in out and "W3" not in out and "W4" not in out
+
+
+def test_without_leaves_plugins_out_of_every_dsh_side_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert run.bench_disabled() == run.NOT_BENCHED  # the benchmark's own configuration
+    monkeypatch.setenv(run.WITHOUT_ENV, " persistence_jsonl, budgets,")
+    assert run.bench_disabled() == (*run.NOT_BENCHED, "persistence_jsonl", "budgets")
+    harness = run.dsh_harness("http://127.0.0.1:9", run.Bench())
+    assert harness.plugins.disabled >= {"persistence_jsonl", "budgets"}
+    server = run.FastServer()
+    try:
+        sizes = {"chunks": 30, "steps": 2, "agents": (2,), "agent_steps": 3}
+        env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
+        run.report(server, 1, sizes, env, frozenset({"W3", "W4"}))
+        assert server.stats()[0] == 2 + 2 * 2 * (3 + 1)  # W3 once a side, W4 2 agents x 4
+    finally:
+        server.close()
+    # The dsh sides of W3 and W4 run in child processes; they left the JSONL store out too.
+    assert list(tmp_path.rglob("*.jsonl")) == []
+    out = capsys.readouterr().out
+    assert "dsh side without persistence_jsonl, budgets: a decomposition" in out
+    assert "W4 2 agents x 3 steps" in out
 
 
 def test_a_clock_starts_after_the_garbage_of_earlier_runs_is_collected() -> None:

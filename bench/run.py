@@ -762,7 +762,9 @@ def main() -> None:
     parser.add_argument(
         "--without", default="", help="more plugins the dsh side leaves out, e.g. persistence_jsonl"
     )
-    parser.add_argument("--agent-steps", type=int, default=5, help="W4's tool steps per agent")
+    parser.add_argument(
+        "--agent-steps", type=int, default=5, help="W4's tool steps per agent (--scale keeps 5)"
+    )
     parser.add_argument("--w4-child", nargs=4, metavar=("SIDE", "URL", "AGENTS", "STEPS"))
     args = parser.parse_args()
     if args.without:

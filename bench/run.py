@@ -414,8 +414,7 @@ class First:
 async def main():
     first = First()
     config = {"llm_deepseek": {"base_url": sys.argv[1], "api_key": "bench"}}
-    without = [n.strip() for n in os.environ.get("DSH_BENCH_WITHOUT", "").split(",")]
-    disabled = ("tools_fs", "tools_shell", "permissions", *filter(None, without))
+    disabled = sys.argv[2].split(",")  # the parent's bench_disabled()
     async with Harness(plugins=[first], config=config, disabled=disabled) as h:
         agent = h.agent_loop.create("w3", AgentOptions(model="deepseek-v4-flash", thinking=False))
         agent.send("go")
@@ -440,7 +439,9 @@ def w3(side: str, server: FastServer, env: dict[str, str]) -> Sample:
     with server.watch(1, f"W3 {side}") as spent:
         start = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, "-c", script, server.url], stdout=subprocess.PIPE, env=env
+            [sys.executable, "-c", script, server.url, ",".join(bench_disabled())],
+            stdout=subprocess.PIPE,
+            env=env,
         )
         assert child.stdout is not None
         line = child.stdout.readline().split()
@@ -768,7 +769,7 @@ def main() -> None:
     parser.add_argument("--w4-child", nargs=4, metavar=("SIDE", "URL", "AGENTS", "STEPS"))
     args = parser.parse_args()
     if args.without:
-        os.environ[WITHOUT_ENV] = args.without  # the W3 and W4 children inherit it
+        os.environ[WITHOUT_ENV] = args.without  # the W4 children inherit it
     if args.w4_child:
         side, url, agents, steps = args.w4_child
         print(json.dumps(asyncio.run(w4_run(side, url, int(agents), int(steps)))))

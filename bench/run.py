@@ -330,7 +330,8 @@ def dsh_options() -> Any:
 def assistant_text(agent: Any) -> str:
     from dsh.content import text_of
 
-    last = [e for e in agent.session.events if e.type == "assistant/message"][-1]
+    # Backwards, as dsh's own readers do: a session's events are built as they are read.
+    last = next(e for e in reversed(agent.session.events) if e.type == "assistant/message")
     return text_of(last.data.content)
 
 

@@ -132,7 +132,7 @@ async def _run_in(
     try:
         agent = await _agent(harness, options, session_id)
         try:
-            since = len(agent.session.events)
+            since = len(agent.session)
             agent.send(prompt)
             await agent.wait_idle()
             return await _result(harness, agent, since)

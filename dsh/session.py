@@ -30,6 +30,7 @@ from dsh.content import (
     ToolResult,
 )
 from dsh.errors import DshError
+from dsh.eventlog import EventLog, Packed, pack
 from dsh.events import (
     CORE_EVENT_TYPES,
     AssistantMessage,
@@ -294,14 +295,15 @@ class Session:
         self.parent = parent
         self.created = time.time()
         self.cwd = cwd if cwd is not None else os.getcwd()
-        self._events: list[SessionEvent] = []
+        # The log. A delta's chunk event (most of them) is kept packed: see dsh.packed.
+        self._events: list[SessionEvent | Packed] = []
         for expected_seq, event in enumerate(seed):
             if event.seq != expected_seq:
                 raise DshError(
                     f"session {session_id!r}: seed event {expected_seq} has seq {event.seq}; "
                     "seq must be contiguous from 0"
                 )
-            self._events.append(event)
+            self._events.append(pack(event))
         self.persisted = persisted
         self._hooks = hooks
         # The derived history, kept up to date as events arrive (a fold over the log): each
@@ -314,8 +316,10 @@ class Session:
 
     @property
     def events(self) -> Sequence[SessionEvent]:
-        """The log, read-only."""
-        return tuple(self._events)
+        """The log as it is now, read-only: a sequence of the events appended so far (later
+        appends do not change it), which builds each event as it is read. Slicing it
+        (``session.events[since:]``) and reading it backwards read only what they reach."""
+        return EventLog(self._events, 0, len(self._events))
 
     def __len__(self) -> int:
         return len(self._events)
@@ -324,7 +328,7 @@ class Session:
     def last_turn(self) -> int:
         """The number of the last turn started in the log (turns count from 1; 0: none yet)."""
         for event in reversed(self._events):
-            if isinstance(event.data, TurnStart):
+            if not isinstance(event, tuple) and isinstance(event.data, TurnStart):
                 return event.data.turn
         return 0
 
@@ -366,7 +370,7 @@ class Session:
 
     def _add(self, name: str, data: EventData) -> SessionEvent:
         event = SessionEvent(name, len(self._events), time.time(), data)
-        self._events.append(event)
+        self._events.append(pack(event))
         if self._hooks is not None:
             self._hooks.session_event(self, event)
         return event
@@ -397,8 +401,8 @@ class Session:
         derived, messages = self._derived, self._derived_messages
         # A slice, not ``islice``: that would step over every event already folded.
         for event in self._events[self._derived_upto :]:
-            if not isinstance(event.data, _HISTORY_DATA):
-                continue  # most events (chunks, boundaries): one test in C, no fold
+            if isinstance(event, tuple) or not isinstance(event.data, _HISTORY_DATA):
+                continue  # most events (chunks, boundaries): a test or two in C, no fold
             if fold_history(derived, event):
                 messages[:] = [message for _, message in derived]
             else:  # what was appended, if anything

@@ -1,0 +1,139 @@
+"""The in-memory log: delta chunk events kept packed, read back equal through EventLog views."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsh.chunks import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishStop,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+)
+from dsh.content import Text
+from dsh.eventlog import EventLog, pack, unpack
+from dsh.events import AssistantChunk, SessionEvent, StepStart, TurnStart, UserMessage
+from dsh.session import Session
+from dsh.testing.strategies import stream_chunks
+
+PACKED: list[StreamChunk] = [
+    TextDelta(0, "hello"),
+    ReasoningDelta(1, "hmm"),
+    ToolCallDelta(2, "call-1", '{"a":', "echo"),
+    ToolCallDelta(2, "call-1", "1}"),
+    BlockStart(3, "text"),
+]
+
+
+@pytest.mark.parametrize("chunk", PACKED, ids=lambda c: type(c).__name__)
+def test_a_delta_or_block_start_chunk_event_is_kept_as_plain_values(chunk: StreamChunk) -> None:
+    event = SessionEvent("assistant/chunk", 7, 1700000000.25, AssistantChunk(2, 3, chunk))
+    kept = pack(event)
+    assert isinstance(kept, tuple)
+    assert all(isinstance(v, str | int | float | type(None)) for v in kept)
+    back = unpack(7, kept)
+    assert back == event and isinstance(back.data, AssistantChunk)
+    assert type(back.data.chunk) is type(chunk)
+
+
+class MyDelta(TextDelta):
+    pass
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, Finish(FinishStop()))),
+        SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, BlockEnd(0, Text("x")))),
+        SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, MyDelta(0, "sub"))),
+        SessionEvent("other/chunk", 0, 1.0, AssistantChunk(1, 1, TextDelta(0, "renamed"))),
+        SessionEvent("user/message", 0, 1.0, UserMessage((Text("hi"),))),
+    ],
+    ids=["finish", "block-end", "subclass", "other-type", "user"],
+)
+def test_every_other_event_is_kept_as_it_is(event: SessionEvent) -> None:
+    assert pack(event) is event
+    assert unpack(0, event) is event
+
+
+def test_a_long_reply_leaves_nothing_for_the_collector_to_walk() -> None:
+    session = Session("s")
+    session.append(TurnStart(1))
+    for i in range(1000):
+        session.append(AssistantChunk(1, 1, TextDelta(0, f"piece {i} ")))
+    gc.collect()
+    kept = session._events[1:]
+    assert len(kept) == 1000 and not any(gc.is_tracked(k) for k in kept)
+    assert [_text(e) for e in session.events[1:]] == [f"piece {i} " for i in range(1000)]
+
+
+def _text(event: SessionEvent) -> str:
+    assert isinstance(event.data, AssistantChunk) and isinstance(event.data.chunk, TextDelta)
+    return event.data.chunk.text
+
+
+def _appended(session: Session, chunks: tuple[StreamChunk, ...]) -> list[SessionEvent]:
+    appended = [session.append(TurnStart(1)), session.append(StepStart(1, 1))]
+    appended += [session.append(AssistantChunk(1, 1, c)) for c in chunks]
+    return appended
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(stream_chunks, max_size=30), st.data())
+def test_the_log_reads_back_as_it_was_appended(
+    chunks: list[StreamChunk], data: st.DataObject
+) -> None:
+    session = Session("s")
+    appended = tuple(_appended(session, tuple(chunks)))
+    events = session.events
+    assert events == appended and appended == tuple(events) and len(events) == len(appended)
+    assert list(reversed(events)) == list(reversed(appended))
+    assert [e.seq for e in events] == list(range(len(appended)))
+    n = len(appended)
+    start = data.draw(st.integers(-n - 2, n + 2))
+    stop = data.draw(st.integers(-n - 2, n + 2) | st.none())
+    step = data.draw(st.sampled_from([None, 1, 2, -1, -3]))
+    assert tuple(events[start:stop:step]) == appended[start:stop:step]
+    assert tuple(events[start:stop][::-1]) == appended[start:stop][::-1]
+    index = data.draw(st.integers(-n, n - 1))
+    assert events[index] == appended[index]
+    # A view is what the log was when it was read: later appends do not change it.
+    session.append(AssistantChunk(1, 1, TextDelta(0, "later")))
+    assert events == appended and len(session.events) == n + 1
+
+
+def test_a_view_reads_like_the_tuple_it_replaces() -> None:
+    session = Session("s")
+    appended = _appended(session, (TextDelta(0, "a"), TextDelta(0, "b")))
+    events = session.events
+    with pytest.raises(IndexError):
+        events[len(appended)]
+    with pytest.raises(IndexError):
+        events[-len(appended) - 1]
+    assert events[2:][0] == appended[2] and events[1:3][-1] == appended[2]
+    assert appended[3] in events and events.index(appended[3]) == 3
+    assert events == session.events and hash(events) == hash(tuple(appended))
+    assert events != list(appended) and events != session.events[1:]
+    assert Session("empty").events == ()
+    assert repr(events) == repr(tuple(appended))
+    assert pickle.loads(pickle.dumps(events)) == tuple(appended)
+    assert type(pickle.loads(pickle.dumps(events))) is tuple
+    assert isinstance(events, EventLog)
+
+
+def test_a_seeded_log_is_packed_too() -> None:
+    source = Session("s")
+    _appended(source, (TextDelta(0, "a"), ToolCallDelta(1, "c", "{}", "t")))
+    seeded = Session("t", source.events)
+    assert seeded.events == source.events
+    assert [isinstance(k, tuple) for k in seeded._events] == [False, False, True, True]
+    assert seeded.last_turn == 1

@@ -235,7 +235,8 @@ def dsh_session_created(session: Session) -> None:
 
 @spec("notify-sync")
 def dsh_session_event(session: Session, event: SessionEvent) -> None:
-    """An event was appended to ``session``. Persistence buffers here; keep it cheap. An
+    """An event was appended to ``session``: it runs for every streamed chunk, so keep it cheap
+    (stores need not buffer here: the log is the buffer, read at the next checkpoint). An
     implementation that wants only some events says which with ``@dsh.for_events(DataClass,
     ...)`` and is not called for the others (most of a step's events are streamed chunks)."""
 
@@ -257,7 +258,8 @@ def dsh_session_flush(session: Session) -> None:
 def dsh_session_closed(session: Session) -> None:
     """The session's agent was disposed and its events are flushed: release what you keep for
     it (open files, buffers, counters). Events appended to it later (a host reusing the
-    session) must still be stored: treat them like those of a session seen for the first time.
+    session) must still be stored: treat them like those of a session seen for the first time
+    (after ``session.persisted``, what its close stored).
     """
 
 

@@ -2,10 +2,11 @@
 :mod:`dsh.session`, where store authors import it from).
 
 A store plugin answers six hooks, and all but two of them do the same thing in every store:
-``dsh_session_event`` buffers the event (the loop's hot path: it must stay cheap),
+``dsh_session_created`` notes where the session's unwritten events start,
 ``dsh_session_checkpoint`` and ``dsh_session_flush`` take the session's writer lock at the first
-write and write the buffer as one batch, ``dsh_session_closed`` and ``dsh_harness_stop`` release
-the lock. :class:`BufferedStore` implements those hooks once; a store implements only what
+write and write the events appended since the last write as one batch, ``dsh_session_closed``
+and ``dsh_harness_stop`` release the lock. Nothing runs per event: the session's log is the
+buffer. :class:`BufferedStore` implements those hooks once; a store implements only what
 touches its medium — take and release the writer lock (:meth:`~BufferedStore.acquire`,
 :meth:`~BufferedStore.release`), write a batch in one transaction
 (:meth:`~BufferedStore.append`, :meth:`~BufferedStore.replace`), read (:meth:`~BufferedStore.load`,
@@ -92,13 +93,14 @@ class LeaseInfo:
 
 
 class _Buffers:
-    """What both store bases share: the per-session buffers the hot path appends to."""
+    """What both store bases share: where each session's unwritten events start."""
 
     fsync: Fsync = "turn"
 
     def __init__(self) -> None:
-        #: Events appended to each live session and not written yet, by session id.
-        self.pending: dict[str, list[SessionEvent]] = {}
+        #: For each live session, by id: the seq of its first event not written yet (the
+        #: session's events from there on are pending).
+        self.pending: dict[str, int] = {}
         #: For each session whose writer lock this store holds: how many events it has stored.
         self._held: dict[str, int] = {}
 
@@ -132,27 +134,30 @@ class _Buffers:
     @hookimpl
     def dsh_session_created(self, session: Session) -> None:
         if self.enabled:
-            self.pending[session.id] = list(session.events[session.persisted :])
+            self.pending[session.id] = session.persisted
 
-    @hookimpl
-    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
-        buffer = self.pending.get(session.id)
-        if buffer is not None:
-            buffer.append(event)
-        elif self.enabled:  # closed, and now used again: taken up after what its close stored
-            self.dsh_session_created(session)
+    def _taken(self, session: Session) -> bool:
+        """Whether this store writes ``session``: a live one, or one closed and then used
+        again (appended to since), taken up after what its close stored."""
+        if session.id in self.pending:
+            return True
+        if not self.enabled or len(session) == session.persisted:
+            return False
+        self.pending[session.id] = session.persisted
+        return True
 
 
 class BufferedStore(_Buffers, abc.ABC):
     """A session store's hooks, over the few methods that touch its medium.
 
-    Events wait in :attr:`pending` until a checkpoint or flush writes them as one
-    :class:`Batch`. The first write of a session takes its writer lock (:meth:`acquire`),
-    which says where the store's log of it stands; the lock is held until the session is closed
-    or the harness stops (:meth:`release`). The first batch of a log that is written whole (a
-    new session, a fork, a session loaded from another store) goes to :meth:`replace`, every
-    later one to :meth:`append`. A session closed and then used again (a host reusing it) is
-    taken up like a new one, after the events its close stored.
+    Events appended to a session wait until a checkpoint or flush writes them as one
+    :class:`Batch` (:attr:`pending` says where they start). The first write of a session takes
+    its writer lock (:meth:`acquire`), which says where the store's log of it stands; the lock
+    is held until the session is closed or the harness stops (:meth:`release`). The first batch
+    of a log that is written whole (a new session, a fork, a session loaded from another store)
+    goes to :meth:`replace`, every later one to :meth:`append`. A session closed and then used
+    again (a host reusing it) is taken up at its next write like a new one, after the events its
+    close stored.
 
     :attr:`fsync` (``"turn"`` by default) chooses which writes are durable; a subclass sets it
     from its configuration, and :attr:`enabled` says whether the store is configured to store
@@ -220,20 +225,18 @@ class BufferedStore(_Buffers, abc.ABC):
 
     def _save(self, session: Session, flush: bool) -> Awaitable[None] | None:
         """Take the lock at the first write, write what is pending as one batch, sync."""
-        buffer = self.pending.get(session.id)
-        if buffer is None:
+        if not self._taken(session):
             return None
         stored = self._held.get(session.id)
         if stored is None:
             stored = self.acquire(session)
             self._held[session.id] = stored
-            if stored != session.persisted:  # written whole: the seed too
-                buffer[:] = session.events[stored:]
-        if buffer:
-            batch = Batch(session, tuple(buffer), stored, self.durable(flush))
+            self.pending[session.id] = stored  # not the session's seed: written whole, seed too
+        events = tuple(session.events[stored:])
+        if events:
+            batch = Batch(session, events, stored, self.durable(flush))
             (self.append if stored else self.replace)(batch)
-            self._held[session.id] = stored + len(buffer)
-            buffer.clear()
+            self._held[session.id] = self.pending[session.id] = stored + len(events)
         return self.sync(session.id, flush)
 
     @hookimpl
@@ -310,30 +313,28 @@ class AsyncBufferedStore(_Buffers, abc.ABC):
     # -- the skeleton ----------------------------------------------------------------------
     @hookimpl
     def dsh_session_checkpoint(self, session: Session) -> Awaitable[None] | None:
-        return self._save(session, flush=False) if session.id in self.pending else None
+        return self._save(session, flush=False) if self._taken(session) else None
 
     @hookimpl
     def dsh_session_flush(self, session: Session) -> Awaitable[None] | None:
-        return self._save(session, flush=True) if session.id in self.pending else None
+        return self._save(session, flush=True) if self._taken(session) else None
 
     async def _save(self, session: Session, flush: bool) -> None:
         """Take the lock at the first write, write what is pending as one batch."""
         async with self._locks.setdefault(session.id, asyncio.Lock()):
-            buffer = self.pending.get(session.id)
-            if buffer is None:  # closed while this write waited for the lock
+            if session.id not in self.pending:  # closed while this write waited for the lock
                 return
             stored = self._held.get(session.id)
             if stored is None:
                 stored = await self.acquire(session)
                 self._held[session.id] = stored
-                if stored != session.persisted:  # written whole: the seed too
-                    buffer[:] = session.events[stored:]
-            if buffer:
-                events = tuple(buffer)
+                self.pending[session.id] = stored  # not the seed: written whole, seed too
+            # What was appended by now; what is appended during the write waits for the next.
+            events = tuple(session.events[stored:])
+            if events:
                 batch = Batch(session, events, stored, self.durable(flush))
                 await (self.append if stored else self.replace)(batch)
-                self._held[session.id] = stored + len(events)
-                del buffer[: len(events)]
+                self._held[session.id] = self.pending[session.id] = stored + len(events)
 
     @hookimpl
     async def dsh_session_closed(self, session: Session) -> None:

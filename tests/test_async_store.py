@@ -108,11 +108,23 @@ async def test_events_appended_during_a_write_wait_for_the_next_one() -> None:
         store.gate.set()
         await writing
         assert texts(store.inner.stored["s"]) == ["a"]
-        assert texts(store.pending["s"]) == ["b"]
+        assert store.pending["s"] == 1  # "b" waits
         await session.checkpoint()
         assert texts(store.inner.stored["s"]) == ["a", "b"]
-        assert store.pending["s"] == []
+        assert store.pending["s"] == 2
 
+
+
+async def test_a_session_used_again_after_its_close_is_taken_up_again() -> None:
+    store = AsyncMemoryStore()
+    async with Harness(load_entrypoints=False, plugins=[store]) as harness:
+        session = harness.sessions.create("s")
+        session.append(user("a"))
+        await harness.sessions.close(session)
+        assert store.dsh_session_checkpoint(session) is None  # nothing new since its close
+        session.append(user("b"))
+        await session.checkpoint()
+        assert texts(store.inner.stored["s"]) == ["a", "b"] and store.pending["s"] == 2
 
 async def test_a_failed_write_loses_nothing() -> None:
     store = AsyncMemoryStore()
@@ -124,7 +136,7 @@ async def test_a_failed_write_loses_nothing() -> None:
         store.fail = OSError("the server went away")
         with pytest.raises(ExceptionGroup, match="dsh_session_checkpoint"):
             await session.checkpoint()
-        assert texts(store.pending["s"]) == ["b"]
+        assert store.pending["s"] == 1  # "b" waits for the next write
         session.append(user("c"))
         await session.flush()
         assert texts(store.inner.stored["s"]) == ["a", "b", "c"]
@@ -229,7 +241,7 @@ async def test_a_store_configured_off_keeps_nothing_even_when_its_hooks_are_call
     assert store.session_hooks_active is False
     session = Session("off")
     store.dsh_session_created(session)
-    store.dsh_session_event(session, session.append(UserMessage((Text("hi"),))))
+    session.append(UserMessage((Text("hi"),)))
     assert store.pending == {}
     assert store.dsh_session_checkpoint(session) is None
     assert store.dsh_session_flush(session) is None

@@ -629,7 +629,7 @@ async def test_stores_configured_off_take_no_part_in_sessions(tmp_path: Path) ->
 
     jsonl, sqlite = JsonlStore(directory=tmp_path), SqliteStore()  # SQLite is off by default
     async with Harness(plugins=[jsonl, sqlite], load_entrypoints=False) as h:
-        takers = [impl.plugin for impl in h.plugins.runtime.impls("dsh_session_event")]
+        takers = [impl.plugin for impl in h.plugins.runtime.impls("dsh_session_checkpoint")]
         assert h.plugins.pm.get_name(jsonl) in takers
         assert h.plugins.pm.get_name(sqlite) not in takers
         assert sqlite.session_hooks_active is False

@@ -108,10 +108,29 @@ async def test_a_log_changed_behind_the_writer_lock_is_a_conflict() -> None:
         conflict = getattr(failed.value.exceptions[0], "error", None)
         assert isinstance(conflict, SessionConflict)
         assert (conflict.stored, conflict.expected) == (2, 1)
-        assert store.pending["s"] == [session.events[1]]  # kept for a later attempt
+        assert store.pending["s"] == 1  # "b" (seq 1) waits for a later attempt
         await h.sessions.close(session)
     assert store.writers == {}
 
 
 def _user(text: str) -> UserMessage:
     return UserMessage((Text(text),))
+
+
+async def test_a_session_used_again_after_its_close_is_taken_up_after_what_its_close_stored() -> (
+    None
+):
+    store = MemoryStore()
+    async with Harness(load_entrypoints=False, plugins=[store]) as h:
+        session = h.sessions.create("s")
+        session.append(_user("a"))
+        await h.sessions.close(session)
+        assert store.writers == {} and "s" not in store.pending
+        await session.checkpoint()  # nothing new: not taken up, no lock taken
+        assert store.writers == {} and "s" not in store.pending
+        session.append(_user("b"))
+        await session.checkpoint()
+        assert store.stored["s"] == list(session.events) and store.pending["s"] == 2
+        assert store.writers["s"][0] is store
+        await h.sessions.close(session)
+    assert store.writers == {}

@@ -292,8 +292,8 @@ class SessionHost:
             await asyncio.wait_for(signal.wait(), within)
 
     def _written(self, session: Session) -> int:
-        """How many of the session's events the store holds: all but those still buffered."""
-        return len(session) - len(self._ready_store().pending.get(session.id, ()))
+        """How many of the session's events the store holds: those before the first unwritten."""
+        return self._ready_store().pending.get(session.id, len(session))
 
     async def _recorded(self, agent: Agent, count: int) -> None:
         """Wait until the store holds ``count`` events of the agent's session."""

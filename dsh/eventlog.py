@@ -9,26 +9,32 @@ long as the session lives, ~190 bytes besides its text. :func:`pack` turns such 
 stops tracking the first time it meets it, ~100 bytes. :func:`unpack` builds an equal event again
 when the log is read, through an :class:`EventLog`. Every other event (and a chunk of a
 subclass, or an event logged under another type) stays the object it was.
+
+A store writes the log without building its chunk events again: :func:`runs` gives its events
+with each run of deltas of one block as one :class:`DeltaRun` (texts and times side by side),
+read from the packed tuples when it is given a view of the log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
-from typing import Any, TypeAlias, overload
+from typing import Any, TypeAlias, cast, overload
 
 import attrs
+from attrs import frozen
 
 from dsh.chunks import BlockStart, ReasoningDelta, TextDelta, ToolCallDelta
 from dsh.events import AssistantChunk, SessionEvent
 
-__all__ = ["EventLog", "Packed", "pack", "unpack"]
+__all__ = ["DeltaRun", "EventLog", "Packed", "pack", "runs", "unpack"]
 
 #: A packed chunk event: ``(time, turn, step, code, *fields of the chunk)``.
 Packed: TypeAlias = tuple[Any, ...]
 
-#: The chunk classes packed, by code (the tuple's fourth item).
+#: The chunk classes packed, by code (the tuple's fourth item). The deltas' codes come first.
 _CLASSES: tuple[type[Any], ...] = (TextDelta, ReasoningDelta, ToolCallDelta, BlockStart)
+_TOOL_CALL = 2
 #: For each packed class: its code and a getter of its fields, in order.
 _FIELDS = {
     cls: (code, attrgetter(*(field.name for field in attrs.fields(cls))))
@@ -82,6 +88,10 @@ class EventLog(Sequence[SessionEvent]):
     def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
     def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
         if isinstance(index, slice):
+            start = index.start
+            if index.stop is index.step is None and type(start) is int and start >= 0:
+                # events[n:], the common slice: a tail
+                return EventLog(self._kept, min(self._start + start, self._stop), self._stop)
             start, stop, step = index.indices(len(self))
             if step != 1:
                 return tuple(self)[index]
@@ -112,3 +122,68 @@ class EventLog(Sequence[SessionEvent]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return tuple, (tuple(self),)
+
+
+@frozen
+class DeltaRun:
+    """Two or more consecutive chunk events of deltas of one block: one ``chunk`` class
+    (:class:`~dsh.chunks.TextDelta`, :class:`~dsh.chunks.ReasoningDelta` or
+    :class:`~dsh.chunks.ToolCallDelta`), turn, step and block ``index``, and for tool-call
+    arguments one ``call_id`` and no tool name on any of them. ``seq`` is the first event's;
+    ``times`` and ``texts`` (a tool call's ``arguments_delta``) are each event's, in order."""
+
+    chunk: type[TextDelta | ReasoningDelta | ToolCallDelta]
+    seq: int
+    turn: int
+    step: int
+    index: int
+    call_id: str | None
+    times: list[float]
+    texts: list[str]
+
+
+def _run_key(kept: SessionEvent | Packed) -> Packed | None:
+    """What the deltas of one run share, or ``None`` for an event that is in no run."""
+    if isinstance(kept, tuple):
+        code = kept[3]
+        if code < _TOOL_CALL:
+            return kept[1:5]  # turn, step, code, index
+        if code == _TOOL_CALL and kept[7] is None:
+            return kept[1:6]  # and the call id
+    return None
+
+
+def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun]:
+    """``events`` in order, each run of two or more deltas of one block as a :class:`DeltaRun`.
+    From a view of a log (a store's batch) the deltas are read where they are kept, packed, and
+    no chunk event is built again."""
+    view = isinstance(events, EventLog)
+    if isinstance(events, EventLog):
+        base, kept = events._start, events._kept[events._start : events._stop]
+    else:
+        base, kept = 0, [pack(event) for event in events]
+    keys = [_run_key(item) for item in kept]  # each item's once: the loop below is per event
+    position, end = 0, len(kept)
+    while position < end:
+        key = keys[position]
+        stop = position + 1
+        if key is not None:
+            while stop < end and keys[stop] == key:
+                stop += 1
+        if stop - position == 1:
+            yield unpack(base + position, kept[position]) if view else events[position]
+        else:
+            run = cast("list[Packed]", kept[position:stop])
+            _, turn, step, code, index, *fields = run[0]
+            text = 6 if code == _TOOL_CALL else 5
+            yield DeltaRun(
+                _CLASSES[code],
+                base + position if view else events[position].seq,
+                turn,
+                step,
+                index,
+                fields[0] if code == _TOOL_CALL else None,
+                [item[0] for item in run],
+                [item[text] for item in run],
+            )
+        position = stop

@@ -33,6 +33,7 @@ from dsh.errors import DshError
 from dsh.eventlog import EventLog, Packed, pack
 from dsh.events import (
     CORE_EVENT_TYPES,
+    AssistantChunk,
     AssistantMessage,
     ContextMessage,
     EventData,
@@ -370,7 +371,7 @@ class Session:
 
     def _add(self, name: str, data: EventData) -> SessionEvent:
         event = SessionEvent(name, len(self._events), time.time(), data)
-        self._events.append(pack(event))
+        self._events.append(pack(event) if type(data) is AssistantChunk else event)
         if self._hooks is not None:
             self._hooks.session_event(self, event)
         return event

@@ -62,7 +62,9 @@ def title_of(events: Sequence[SessionEvent]) -> str:
 
 @frozen
 class Batch:
-    """Events of one session to write in one transaction.
+    """Events of one session to write in one transaction: ``events`` is a read-only sequence
+    (a view of the session's log, which :func:`dsh.eventlog.runs` reads without building its
+    chunk events again).
 
     ``stored`` is how many events of the session the store holds before them (the seq of the
     first one): an :meth:`~BufferedStore.append` checks that the store holds exactly that many
@@ -71,7 +73,7 @@ class Batch:
     """
 
     session: Session
-    events: tuple[SessionEvent, ...]
+    events: Sequence[SessionEvent]
     stored: int
     durable: bool
 
@@ -232,8 +234,8 @@ class BufferedStore(_Buffers, abc.ABC):
             stored = self.acquire(session)
             self._held[session.id] = stored
             self.pending[session.id] = stored  # not the session's seed: written whole, seed too
-        events = tuple(session.events[stored:])
-        if events:
+        if len(session) > stored:
+            events = session.events[stored:]
             batch = Batch(session, events, stored, self.durable(flush))
             (self.append if stored else self.replace)(batch)
             self._held[session.id] = self.pending[session.id] = stored + len(events)
@@ -330,8 +332,8 @@ class AsyncBufferedStore(_Buffers, abc.ABC):
                 self._held[session.id] = stored
                 self.pending[session.id] = stored  # not the seed: written whole, seed too
             # What was appended by now; what is appended during the write waits for the next.
-            events = tuple(session.events[stored:])
-            if events:
+            if len(session) > stored:
+                events = session.events[stored:]  # a view: later appends are not in it
                 batch = Batch(session, events, stored, self.durable(flush))
                 await (self.append if stored else self.replace)(batch)
                 self._held[session.id] = self.pending[session.id] = stored + len(events)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import pickle
 
 import pytest
@@ -20,7 +21,7 @@ from dsh.chunks import (
     ToolCallDelta,
 )
 from dsh.content import Text
-from dsh.eventlog import EventLog, pack, unpack
+from dsh.eventlog import DeltaRun, EventLog, pack, runs, unpack
 from dsh.events import AssistantChunk, SessionEvent, StepStart, TurnStart, UserMessage
 from dsh.session import Session
 from dsh.testing.strategies import stream_chunks
@@ -137,3 +138,80 @@ def test_a_seeded_log_is_packed_too() -> None:
     assert seeded.events == source.events
     assert [isinstance(k, tuple) for k in seeded._events] == [False, False, True, True]
     assert seeded.last_turn == 1
+
+
+def _expanded(items: list[SessionEvent | DeltaRun]) -> list[SessionEvent]:
+    """The events the items of runs() stand for."""
+    events: list[SessionEvent] = []
+    for item in items:
+        if not isinstance(item, DeltaRun):
+            events.append(item)
+            continue
+        assert len(item.times) == len(item.texts) > 1
+        for offset, (time, text) in enumerate(zip(item.times, item.texts, strict=True)):
+            chunk: StreamChunk = (
+                ToolCallDelta(item.index, item.call_id, text)
+                if item.call_id is not None
+                else item.chunk(item.index, text)  # type: ignore[call-arg]
+            )
+            data = AssistantChunk(item.turn, item.step, chunk)
+            events.append(SessionEvent(AssistantChunk.type, item.seq + offset, time, data))
+    return events
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(stream_chunks, max_size=30))
+def test_runs_give_every_event_once_in_order_with_delta_runs_side_by_side(
+    chunks: list[StreamChunk],
+) -> None:
+    session = Session("s")
+    appended = _appended(session, tuple(chunks))
+    from_view = list(runs(session.events[1:]))
+    from_list = list(runs(appended[1:]))
+    assert from_view == from_list
+    assert _expanded(from_view) == appended[1:]
+    for before, after in itertools.pairwise(from_view):
+        # a run is as long as it can be: the next item never continues it
+        if isinstance(before, DeltaRun) and not isinstance(after, DeltaRun):
+            data = after.data
+            assert not (
+                isinstance(data, AssistantChunk)
+                and type(data.chunk) is before.chunk
+                and (data.turn, data.step, data.chunk.index)
+                == (before.turn, before.step, before.index)
+                and getattr(data.chunk, "id", None) == before.call_id
+                and getattr(data.chunk, "name", None) is None
+            )
+
+
+def test_runs_of_deltas_are_cut_where_the_block_or_call_changes() -> None:
+    session = Session("s")
+    chunks: list[StreamChunk] = [
+        TextDelta(0, "a"),
+        TextDelta(0, "b"),
+        ReasoningDelta(0, "r"),
+        ReasoningDelta(0, "s"),
+        TextDelta(1, "c"),
+        ToolCallDelta(2, "c1", '{"x":', "echo"),  # names its tool: not in a run
+        ToolCallDelta(2, "c1", "1"),
+        ToolCallDelta(2, "c1", "}"),
+        ToolCallDelta(2, "c2", "{}"),
+    ]
+    appended = _appended(session, tuple(chunks))
+    items = list(runs(session.events))
+    shapes = [
+        (i.chunk.__name__, i.seq, i.texts, i.call_id) if isinstance(i, DeltaRun) else i.seq
+        for i in items
+    ]
+    assert shapes == [
+        0,
+        1,
+        ("TextDelta", 2, ["a", "b"], None),
+        ("ReasoningDelta", 4, ["r", "s"], None),
+        6,
+        7,
+        ("ToolCallDelta", 8, ["1", "}"], "c1"),
+        10,
+    ]
+    assert _expanded(items) == appended
+    assert list(runs(())) == []

@@ -23,6 +23,7 @@ import orjson
 from dsh.chunks import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
 from dsh.converter import EventCodec, dumps
 from dsh.errors import DshError
+from dsh.eventlog import DeltaRun, runs
 from dsh.events import AssistantChunk, SessionEvent
 from dsh.session import Session
 
@@ -91,6 +92,7 @@ def parse_header(line: bytes, path: Path) -> Header:
 
 # -- writing ---------------------------------------------------------------------------------
 
+#: The kind a packed line names, by the class of its deltas.
 _PACKED: dict[type, str] = {
     TextDelta: "text-delta",
     ReasoningDelta: "reasoning-delta",
@@ -98,42 +100,20 @@ _PACKED: dict[type, str] = {
 }
 
 
-def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
-    """What deltas must share to be packed together; ``None`` for events that never pack."""
-    data = event.data
-    if not isinstance(data, AssistantChunk):
-        return None
-    chunk = data.chunk
-    if isinstance(chunk, TextDelta | ReasoningDelta):
-        return (type(chunk), data.turn, data.step, chunk.index)
-    if isinstance(chunk, ToolCallDelta) and chunk.name is None:
-        return (ToolCallDelta, data.turn, data.step, chunk.index, chunk.id)
-    return None
-
-
-def _delta_text(chunk: TextDelta | ReasoningDelta | ToolCallDelta) -> str:
-    return chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text
-
-
-def _packed(run: Sequence[SessionEvent]) -> str:
-    """A run :func:`_run_key` matched: each event's data an ``AssistantChunk`` of a delta."""
-    data = [e.data for e in run if isinstance(e.data, AssistantChunk)]
-    deltas = [
-        d.chunk for d in data if isinstance(d.chunk, TextDelta | ReasoningDelta | ToolCallDelta)
-    ]
-    first = deltas[0]
+def _packed(run: DeltaRun) -> str:
+    """The packed line of a run of deltas."""
     row: dict[str, Any] = {
-        "packed": _PACKED[type(first)],
-        "seq": run[0].seq,
-        "turn": data[0].turn,
-        "step": data[0].step,
-        "index": first.index,
+        "packed": _PACKED[run.chunk],
+        "seq": run.seq,
+        "turn": run.turn,
+        "step": run.step,
+        "index": run.index,
         "times": 0,  # written by _times_json below
-        "texts": [_delta_text(delta) for delta in deltas],
+        "texts": run.texts,
     }
-    if isinstance(first, ToolCallDelta):
-        row["id"] = first.id
-    times = _times_json([e.time for e in run])
+    if run.call_id is not None:
+        row["id"] = run.call_id
+    times = _times_json(run.times)
     return line_json(row).replace('"times":0,', f'"times":{times},', 1)
 
 
@@ -206,7 +186,8 @@ def _single_line(row: Any) -> tuple[bytes, Any]:
 
 
 def encode_events(events: Sequence[SessionEvent], codec: EventCodec) -> str:
-    """``events`` as lines (each ending with a newline), runs of two or more deltas packed.
+    """``events`` as lines (each ending with a newline), runs of two or more deltas packed
+    (:func:`dsh.eventlog.runs`: from a view of a session's log, without building them again).
 
     Each line is the text ``dumps`` writes. The lines of single events are written by orjson,
     ~3x faster, and the whole batch checked at once (a check costs about what writing a line
@@ -215,22 +196,13 @@ def encode_events(events: Sequence[SessionEvent], codec: EventCodec) -> str:
     parts: list[bytes] = []
     rows: list[Any] = []  # per part: what orjson wrote it from, or None (written by dumps)
     encode = codec.encode
-    keys = [_run_key(event) for event in events]  # each event's once: the loop is per event
-    position, end = 0, len(events)
-    while position < end:
-        event = events[position]
-        key = keys[position]
-        stop = position + 1
-        if key is not None:
-            while stop < end and keys[stop] == key:
-                stop += 1
-        if stop - position > 1:
-            line, row = _packed(events[position:stop]).encode(), None
+    for item in runs(events):
+        if isinstance(item, DeltaRun):
+            line, row = _packed(item).encode(), None
         else:
-            line, row = _single_line(encode(event))
+            line, row = _single_line(encode(item))
         parts.append(line)
         rows.append(row)
-        position = stop
     parts.append(b"")
     text = b"\n".join(parts)
     if _as_dumps_writes(text):

@@ -142,14 +142,13 @@ class DeltaRun:
     texts: list[str]
 
 
-def _run_key(kept: SessionEvent | Packed) -> Packed | None:
-    """What the deltas of one run share, or ``None`` for an event that is in no run."""
-    if isinstance(kept, tuple):
-        code = kept[3]
-        if code < _TOOL_CALL:
-            return kept[1:5]  # turn, step, code, index
-        if code == _TOOL_CALL and kept[7] is None:
-            return kept[1:6]  # and the call id
+def _run_key(packed: Packed) -> Packed | None:
+    """What the deltas of one run share, or ``None`` for a packed chunk that is in no run."""
+    code = packed[3]
+    if code < _TOOL_CALL:
+        return packed[1:5]  # turn, step, code, index
+    if code == _TOOL_CALL and packed[7] is None:
+        return packed[1:6]  # and the call id
     return None
 
 
@@ -162,7 +161,8 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun]:
         base, kept = events._start, events._kept[events._start : events._stop]
     else:
         base, kept = 0, [pack(event) for event in events]
-    keys = [_run_key(item) for item in kept]  # each item's once: the loop below is per event
+    # Each item's key once (the loop below is per event); only a packed delta is in a run.
+    keys = [_run_key(item) if type(item) is tuple else None for item in kept]
     position, end = 0, len(kept)
     while position < end:
         key = keys[position]
@@ -171,7 +171,11 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun]:
             while stop < end and keys[stop] == key:
                 stop += 1
         if stop - position == 1:
-            yield unpack(base + position, kept[position]) if view else events[position]
+            item = kept[position]
+            if not isinstance(item, tuple):
+                yield item  # an event, kept as it was
+            else:
+                yield unpack(base + position, item) if view else events[position]
         else:
             run = cast("list[Packed]", kept[position:stop])
             _, turn, step, code, index, *fields = run[0]

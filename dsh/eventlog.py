@@ -85,16 +85,17 @@ class EventLog(Sequence[SessionEvent]):
     @overload
     def __getitem__(self, index: int) -> SessionEvent: ...
     @overload
-    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
-    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
+    def __getitem__(self, index: slice) -> EventLog: ...
+    def __getitem__(self, index: int | slice) -> SessionEvent | EventLog:
         if isinstance(index, slice):
             start = index.start
             if index.stop is index.step is None and type(start) is int and start >= 0:
                 # events[n:], the common slice: a tail
                 return EventLog(self._kept, min(self._start + start, self._stop), self._stop)
             start, stop, step = index.indices(len(self))
-            if step != 1:
-                return tuple(self)[index]
+            if step != 1:  # not a stretch of the log: a view of the events themselves
+                events: list[SessionEvent | Packed] = [*tuple(self)[index]]
+                return EventLog(events, 0, len(events))
             return EventLog(self._kept, self._start + start, self._start + max(start, stop))
         seq = self._start + index if index >= 0 else self._stop + index
         if not self._start <= seq < self._stop:
@@ -108,6 +109,27 @@ class EventLog(Sequence[SessionEvent]):
         kept = self._kept
         for seq in range(self._stop - 1, self._start - 1, -1):
             yield unpack(seq, kept[seq])
+
+    def select(self, *data: type[Any], reverse: bool = False) -> Iterator[SessionEvent]:
+        """The events whose ``data`` is an instance of one of the classes ``data``, in order (or
+        last first, with ``reverse``): what ``(e for e in view if isinstance(e.data, ...))``
+        gives, without building the chunk events kept packed unless
+        :class:`~dsh.events.AssistantChunk` is asked for. Use it to find an event in a long
+        log: ``next(session.events.select(TurnEnd, reverse=True), None)``."""
+        chunks = any(issubclass(AssistantChunk, cls) for cls in data)
+        kept = self._kept
+        seqs = (
+            range(self._stop - 1, self._start - 1, -1)
+            if reverse
+            else range(self._start, self._stop)
+        )
+        for seq in seqs:
+            item = kept[seq]
+            if not isinstance(item, tuple):
+                if isinstance(item.data, data):
+                    yield item
+            elif chunks:
+                yield unpack(seq, item)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, EventLog | tuple):

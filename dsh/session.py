@@ -316,10 +316,11 @@ class Session:
         self._derived_upto = 0
 
     @property
-    def events(self) -> Sequence[SessionEvent]:
+    def events(self) -> EventLog:
         """The log as it is now, read-only: a sequence of the events appended so far (later
         appends do not change it), which builds each event as it is read. Slicing it
-        (``session.events[since:]``) and reading it backwards read only what they reach."""
+        (``session.events[since:]``), reading it backwards and
+        :meth:`~dsh.eventlog.EventLog.select` build only what they reach."""
         return EventLog(self._events, 0, len(self._events))
 
     def __len__(self) -> int:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dsh import eventlog
 from dsh.chunks import (
     BlockEnd,
     BlockStart,
@@ -21,7 +22,7 @@ from dsh.chunks import (
     ToolCallDelta,
 )
 from dsh.content import Text
-from dsh.eventlog import DeltaRun, EventLog, pack, runs, unpack
+from dsh.eventlog import DeltaRun, EventLog, Packed, pack, runs, unpack
 from dsh.events import AssistantChunk, SessionEvent, StepStart, TurnStart, UserMessage
 from dsh.session import Session
 from dsh.testing.strategies import stream_chunks
@@ -215,3 +216,38 @@ def test_runs_of_deltas_are_cut_where_the_block_or_call_changes() -> None:
     ]
     assert _expanded(items) == appended
     assert list(runs(())) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(stream_chunks, max_size=20),
+    st.lists(st.sampled_from([AssistantChunk, TurnStart, StepStart, UserMessage, object])),
+    st.booleans(),
+    st.integers(0, 4),
+)
+def test_select_gives_what_filtering_the_view_gives(
+    chunks: list[StreamChunk], classes: list[type], reverse: bool, start: int
+) -> None:
+    session = Session("s")
+    session.append(UserMessage((Text("go"),)))
+    _appended(session, tuple(chunks))
+    view = session.events[start:]
+    wanted = tuple(classes)
+    expected = [e for e in (reversed(view) if reverse else view) if isinstance(e.data, wanted)]
+    assert list(view.select(*wanted, reverse=reverse)) == expected
+
+
+def test_select_builds_no_chunk_event_it_does_not_give(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = Session("s")
+    _appended(session, tuple(TextDelta(0, str(i)) for i in range(100)))
+    built: list[int] = []
+    real = eventlog.unpack
+
+    def counting(seq: int, kept: SessionEvent | Packed) -> SessionEvent:
+        built.append(seq)
+        return real(seq, kept)
+
+    monkeypatch.setattr(eventlog, "unpack", counting)
+    assert [e.seq for e in session.events.select(TurnStart, reverse=True)] == [0]
+    assert built == []
+    assert len(list(session.events.select(AssistantChunk))) == 100 and len(built) == 100

@@ -110,7 +110,7 @@ class BudgetsPlugin:
     def dsh_session_created(self, session: Session) -> None:
         """A resumed or forked session starts with what its seed already spent."""
         self._spend[session.id] = spend = _Spend()
-        for event in session.events:
+        for event in session.events.select(*_ACCOUNTED):
             self._account(spend, event)
 
     @hookimpl

@@ -160,12 +160,14 @@ class PermissionsPlugin:
 def mode_of(config: PermissionsConfig, agent: Agent | None) -> PermissionsConfig:
     """``config`` in the agent's current mode: the last ``permissions/mode`` of its session
     (``agent.set_permission_mode``, ``/plan``, ``/approve``), else the configured one."""
-    events = () if agent is None else agent.session.events
-    change = next(
-        (e.data for e in reversed(events) if isinstance(e.data, PermissionModeChange)), None
-    )
-    if change is None:
+    if agent is None:
         return config
+    # Per tool call: the latest mode change, without building the chunk events on the way.
+    last = next(agent.session.events.select(PermissionModeChange, reverse=True), None)
+    if last is None:
+        return config
+    change = last.data
+    assert isinstance(change, PermissionModeChange)  # what select() gives
     if change.mode not in PERMISSION_MODES:  # a log written by a build that knows more modes
         raise DshError(
             f"the session is in permission mode {change.mode!r}, which this build does not "

@@ -157,11 +157,14 @@ def _free_id(harness: Harness) -> str:
 
 
 async def _result(harness: Harness, agent: Agent, since: int) -> RunResult:
-    events = agent.session.events[since:]
-    end = next(e.data for e in reversed(events) if isinstance(e.data, TurnEnd))
-    messages = [e.data for e in events if isinstance(e.data, AssistantMessage)]
+    events = agent.session.events[since:]  # read by data class: its chunks are not built
+    end = next(e.data for e in events.select(TurnEnd, reverse=True) if isinstance(e.data, TurnEnd))
     # What the run used: its own model calls and its sub-agents' (each ``subagent/end``).
-    spent = [(e.time, e.data) for e in events if isinstance(e.data, AssistantMessage | SubagentEnd)]
+    spent: list[tuple[float, AssistantMessage | SubagentEnd]] = []
+    for event in events.select(AssistantMessage, SubagentEnd):
+        assert isinstance(event.data, AssistantMessage | SubagentEnd)  # what select() gives
+        spent.append((event.time, event.data))
+    messages = [data for _, data in spent if isinstance(data, AssistantMessage)]
     output, error = None, _failure(end)
     if agent.options.output_type is not None:
         try:

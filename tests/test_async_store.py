@@ -114,7 +114,6 @@ async def test_events_appended_during_a_write_wait_for_the_next_one() -> None:
         assert store.pending["s"] == 2
 
 
-
 async def test_a_session_used_again_after_its_close_is_taken_up_again() -> None:
     store = AsyncMemoryStore()
     async with Harness(load_entrypoints=False, plugins=[store]) as harness:
@@ -125,6 +124,7 @@ async def test_a_session_used_again_after_its_close_is_taken_up_again() -> None:
         session.append(user("b"))
         await session.checkpoint()
         assert texts(store.inner.stored["s"]) == ["a", "b"] and store.pending["s"] == 2
+
 
 async def test_a_failed_write_loses_nothing() -> None:
     store = AsyncMemoryStore()

@@ -157,3 +157,14 @@ async def test_deepseek_models_cost_what_the_hour_of_each_call_costs() -> None:
     spent = plugin.spent("s")
     assert spent is not None and spent.cost == pytest.approx(1.0)
     await h.close()
+
+
+def test_a_model_call_that_reported_no_usage_counts_as_no_spend() -> None:
+    plugin = BudgetsPlugin()
+    seed = [
+        SessionEvent("turn/start", 0, 0.0, TurnStart(1)),
+        SessionEvent("assistant/message", 1, 0.0, AssistantMessage(1, 1, (), None, "m")),
+    ]
+    plugin.dsh_session_created(Session("s", seed))
+    spent = plugin.spent("s")
+    assert spent is not None and (spent.turn, spent.tokens, spent.cost) == (1, 0, 0.0)

@@ -69,7 +69,9 @@ async def test_each_fault_ends_the_turn_keeps_what_streamed_and_the_loop_goes_on
     scenario: str, code: str, partial: bool, make_agent: MakeAgent, mock_server: MockServer
 ) -> None:
     stalls = code == "TIMEOUT"
-    agent = await make_agent(idle_timeout_s=0.05 if stalls else 5.0)
+    # A stall must time out, but not before the headers and the partial text arrive: 50 ms
+    # was once too short for the first connection while CI ran under load.
+    agent = await make_agent(idle_timeout_s=0.5 if stalls else 5.0)
     mock_server.queue(scenario, "text-v4")
     agent.send("hi")
     await agent.wait_idle()

@@ -95,16 +95,23 @@ class LeaseInfo:
 
 
 class _Buffers:
-    """What both store bases share: where each session's unwritten events start."""
+    """What both store bases share: which sessions they write, and how far."""
 
     fsync: Fsync = "turn"
 
     def __init__(self) -> None:
-        #: For each live session, by id: the seq of its first event not written yet (the
-        #: session's events from there on are pending).
-        self.pending: dict[str, int] = {}
+        #: The ids of the live sessions this store writes: each one's events after
+        #: :meth:`written` are pending (the session's log is the buffer).
+        self.live: set[str] = set()
         #: For each session whose writer lock this store holds: how many events it has stored.
         self._held: dict[str, int] = {}
+
+    def written(self, session: Session) -> int:
+        """How many of ``session``'s events this store holds: those before the first it has
+        still to write (all of a session it does not write, closed or never seen)."""
+        if session.id not in self.live:
+            return len(session)
+        return self._held.get(session.id, session.persisted)
 
     @property
     def enabled(self) -> bool:
@@ -136,16 +143,16 @@ class _Buffers:
     @hookimpl
     def dsh_session_created(self, session: Session) -> None:
         if self.enabled:
-            self.pending[session.id] = session.persisted
+            self.live.add(session.id)
 
     def _taken(self, session: Session) -> bool:
         """Whether this store writes ``session``: a live one, or one closed and then used
         again (appended to since), taken up after what its close stored."""
-        if session.id in self.pending:
+        if session.id in self.live:
             return True
         if not self.enabled or len(session) == session.persisted:
             return False
-        self.pending[session.id] = session.persisted
+        self.live.add(session.id)
         return True
 
 
@@ -153,7 +160,7 @@ class BufferedStore(_Buffers, abc.ABC):
     """A session store's hooks, over the few methods that touch its medium.
 
     Events appended to a session wait until a checkpoint or flush writes them as one
-    :class:`Batch` (:attr:`pending` says where they start). The first write of a session takes
+    :class:`Batch` (:meth:`written` says where they start). The first write of a session takes
     its writer lock (:meth:`acquire`), which says where the store's log of it stands; the lock
     is held until the session is closed or the harness stops (:meth:`release`). The first batch
     of a log that is written whole (a new session, a fork, a session loaded from another store)
@@ -232,25 +239,24 @@ class BufferedStore(_Buffers, abc.ABC):
         stored = self._held.get(session.id)
         if stored is None:
             stored = self.acquire(session)
-            self._held[session.id] = stored
-            self.pending[session.id] = stored  # not the session's seed: written whole, seed too
+            self._held[session.id] = stored  # 0: written whole, its seed too
         if len(session) > stored:
             events = session.events[stored:]
             batch = Batch(session, events, stored, self.durable(flush))
             (self.append if stored else self.replace)(batch)
-            self._held[session.id] = self.pending[session.id] = stored + len(events)
+            self._held[session.id] = stored + len(events)
         return self.sync(session.id, flush)
 
     @hookimpl
     def dsh_session_closed(self, session: Session) -> None:
-        self.pending.pop(session.id, None)
+        self.live.discard(session.id)
         if self._held.pop(session.id, None) is not None:
             self.release(session.id)
 
     @hookimpl
     def dsh_harness_stop(self) -> None:
         held = builtins.list(self._held)
-        self.pending.clear()
+        self.live.clear()
         self._held.clear()
         try:
             for session_id in held:
@@ -324,24 +330,23 @@ class AsyncBufferedStore(_Buffers, abc.ABC):
     async def _save(self, session: Session, flush: bool) -> None:
         """Take the lock at the first write, write what is pending as one batch."""
         async with self._locks.setdefault(session.id, asyncio.Lock()):
-            if session.id not in self.pending:  # closed while this write waited for the lock
+            if session.id not in self.live:  # closed while this write waited for the lock
                 return
             stored = self._held.get(session.id)
             if stored is None:
                 stored = await self.acquire(session)
-                self._held[session.id] = stored
-                self.pending[session.id] = stored  # not the seed: written whole, seed too
+                self._held[session.id] = stored  # 0: written whole, its seed too
             # What was appended by now; what is appended during the write waits for the next.
             if len(session) > stored:
                 events = session.events[stored:]  # a view: later appends are not in it
                 batch = Batch(session, events, stored, self.durable(flush))
                 await (self.append if stored else self.replace)(batch)
-                self._held[session.id] = self.pending[session.id] = stored + len(events)
+                self._held[session.id] = stored + len(events)
 
     @hookimpl
     async def dsh_session_closed(self, session: Session) -> None:
         async with self._locks.setdefault(session.id, asyncio.Lock()):
-            self.pending.pop(session.id, None)
+            self.live.discard(session.id)
             if self._held.pop(session.id, None) is not None:
                 await self.release(session.id)
         self._locks.pop(session.id, None)
@@ -349,7 +354,7 @@ class AsyncBufferedStore(_Buffers, abc.ABC):
     @hookimpl
     async def dsh_harness_stop(self) -> None:
         held = builtins.list(self._held)
-        self.pending.clear()
+        self.live.clear()
         self._held.clear()
         self._locks.clear()
         try:

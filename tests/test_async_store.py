@@ -108,10 +108,10 @@ async def test_events_appended_during_a_write_wait_for_the_next_one() -> None:
         store.gate.set()
         await writing
         assert texts(store.inner.stored["s"]) == ["a"]
-        assert store.pending["s"] == 1  # "b" waits
+        assert store.written(session) == 1  # "b" waits
         await session.checkpoint()
         assert texts(store.inner.stored["s"]) == ["a", "b"]
-        assert store.pending["s"] == 2
+        assert store.written(session) == 2
 
 
 async def test_a_session_used_again_after_its_close_is_taken_up_again() -> None:
@@ -123,7 +123,7 @@ async def test_a_session_used_again_after_its_close_is_taken_up_again() -> None:
         assert store.dsh_session_checkpoint(session) is None  # nothing new since its close
         session.append(user("b"))
         await session.checkpoint()
-        assert texts(store.inner.stored["s"]) == ["a", "b"] and store.pending["s"] == 2
+        assert texts(store.inner.stored["s"]) == ["a", "b"] and store.written(session) == 2
 
 
 async def test_a_failed_write_loses_nothing() -> None:
@@ -136,7 +136,7 @@ async def test_a_failed_write_loses_nothing() -> None:
         store.fail = OSError("the server went away")
         with pytest.raises(ExceptionGroup, match="dsh_session_checkpoint"):
             await session.checkpoint()
-        assert store.pending["s"] == 1  # "b" waits for the next write
+        assert store.written(session) == 1  # "b" waits for the next write
         session.append(user("c"))
         await session.flush()
         assert texts(store.inner.stored["s"]) == ["a", "b", "c"]
@@ -162,7 +162,7 @@ async def test_writes_of_one_session_run_one_after_the_other_and_stop_at_its_clo
         await asyncio.gather(first, closing, late)
         assert store.released == ["s"]
         assert texts(store.inner.stored["s"]) == ["a", "b"]  # the late write found it closed
-        assert "s" not in store.pending and not store._locks
+        assert "s" not in store.live and not store._locks
 
 
 async def test_the_harness_stop_releases_every_held_session_and_closes_the_store() -> None:
@@ -175,7 +175,7 @@ async def test_the_harness_stop_releases_every_held_session_and_closes_the_store
         await session.checkpoint()
     await harness.close()
     assert sorted(store.released) == ["one", "two"]
-    assert store.closed == 1 and store.pending == {} and store.inner.writers == {}
+    assert store.closed == 1 and store.live == set() and store.inner.writers == {}
 
 
 class Disabled(AsyncMemoryStore):
@@ -242,6 +242,6 @@ async def test_a_store_configured_off_keeps_nothing_even_when_its_hooks_are_call
     session = Session("off")
     store.dsh_session_created(session)
     session.append(UserMessage((Text("hi"),)))
-    assert store.pending == {}
+    assert store.live == set()
     assert store.dsh_session_checkpoint(session) is None
     assert store.dsh_session_flush(session) is None

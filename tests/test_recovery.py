@@ -137,7 +137,7 @@ async def crash_mid_tool(store: MemoryStore) -> None:
     # nothing pending, no writer (the OS releases a dead holder's lock).
     await asyncio.gather(*drivers, return_exceptions=True)
     store.stored["a-session"] = durable
-    store.pending.clear()
+    store.live.clear()
     store.release("a-session")
 
 

@@ -108,7 +108,7 @@ async def test_a_log_changed_behind_the_writer_lock_is_a_conflict() -> None:
         conflict = getattr(failed.value.exceptions[0], "error", None)
         assert isinstance(conflict, SessionConflict)
         assert (conflict.stored, conflict.expected) == (2, 1)
-        assert store.pending["s"] == 1  # "b" (seq 1) waits for a later attempt
+        assert store.written(session) == 1  # "b" (seq 1) waits for a later attempt
         await h.sessions.close(session)
     assert store.writers == {}
 
@@ -125,12 +125,12 @@ async def test_a_session_used_again_after_its_close_is_taken_up_after_what_its_c
         session = h.sessions.create("s")
         session.append(_user("a"))
         await h.sessions.close(session)
-        assert store.writers == {} and "s" not in store.pending
+        assert store.writers == {} and "s" not in store.live
         await session.checkpoint()  # nothing new: not taken up, no lock taken
-        assert store.writers == {} and "s" not in store.pending
+        assert store.writers == {} and "s" not in store.live
         session.append(_user("b"))
         await session.checkpoint()
-        assert store.stored["s"] == list(session.events) and store.pending["s"] == 2
+        assert store.stored["s"] == list(session.events) and store.written(session) == 2
         assert store.writers["s"][0] is store
         await h.sessions.close(session)
     assert store.writers == {}

@@ -200,8 +200,8 @@ class MemoryStore(BufferedStore):
     """An in-memory session store plugin: what a persistence plugin does, minus the disk — the
     smallest complete :class:`~dsh.session.BufferedStore`.
 
-    Events count as stored once a checkpoint or flush ran (``pending`` says where the rest
-    start), so a test can "crash" a harness by dropping it and resume another from ``stored``.
+    Events count as stored once a checkpoint or flush ran (``written(session)`` says how
+    many), so a test can "crash" a harness by dropping it and resume another from ``stored``.
     Stores that share ``stored``, ``parents`` and ``writers`` act as processes sharing a disk:
     one writer per session (``writers``: the store holding each session, taken at its first
     checkpoint or flush, released when it is closed or the harness stops). ``checkpoints`` and

@@ -224,7 +224,7 @@ class SessionHost:
         quiet_since = loop.time()
         while True:
             signal = self._signal(session_id)
-            written = self._written(session)
+            written = self._ready_store().written(session)
             while seq < written:
                 yield session.events[seq]
                 seq += 1
@@ -291,17 +291,13 @@ class SessionHost:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(signal.wait(), within)
 
-    def _written(self, session: Session) -> int:
-        """How many of the session's events the store holds: those before the first unwritten."""
-        return self._ready_store().pending.get(session.id, len(session))
-
     async def _recorded(self, agent: Agent, count: int) -> None:
         """Wait until the store holds ``count`` events of the agent's session."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.record_timeout_s
         while True:
             signal = self._signal(agent.session.id)
-            if self._written(agent.session) >= count:
+            if self._ready_store().written(agent.session) >= count:
                 return
             if loop.time() >= deadline:
                 raise DshError(

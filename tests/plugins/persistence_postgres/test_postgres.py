@@ -199,7 +199,7 @@ async def test_a_server_that_cannot_be_reached_is_a_clear_error(dsn: str, why: s
             assert "hunter2" not in str(error) and "DSH_POSTGRES_DSN" in str(error)
             with pytest.raises(ExceptionGroup):
                 await session.checkpoint()
-            assert texts(session.events) == ["a"] and store.pending["s"] == 0
+            assert texts(session.events) == ["a"] and store.written(session) == 0
             await h.sessions.close(session)  # the failed flush is logged
 
 

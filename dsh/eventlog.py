@@ -178,11 +178,10 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun]:
     """``events`` in order, each run of two or more deltas of one block as a :class:`DeltaRun`.
     From a view of a log (a store's batch) the deltas are read where they are kept, packed, and
     no chunk event is built again."""
-    view = isinstance(events, EventLog)
     if isinstance(events, EventLog):
-        base, kept = events._start, events._kept[events._start : events._stop]
+        view, base, kept = True, events._start, events._kept[events._start : events._stop]
     else:
-        base, kept = 0, [pack(event) for event in events]
+        view, base, kept = False, 0, [pack(event) for event in events]
     # Each item's key once (the loop below is per event); only a packed delta is in a run.
     keys = [_run_key(item) if type(item) is tuple else None for item in kept]
     position, end = 0, len(kept)

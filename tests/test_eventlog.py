@@ -250,4 +250,7 @@ def test_select_builds_no_chunk_event_it_does_not_give(monkeypatch: pytest.Monke
     monkeypatch.setattr(eventlog, "unpack", counting)
     assert [e.seq for e in session.events.select(TurnStart, reverse=True)] == [0]
     assert built == []
+    items = list(runs(session.events))  # what a store's batch is: a view
+    assert [type(i).__name__ for i in items] == ["SessionEvent", "SessionEvent", "DeltaRun"]
+    assert built == []
     assert len(list(session.events.select(AssistantChunk))) == 100 and len(built) == 100

@@ -126,6 +126,7 @@ async def test_a_session_used_again_after_its_close_is_taken_up_after_what_its_c
         session.append(_user("a"))
         await h.sessions.close(session)
         assert store.writers == {} and "s" not in store.live
+        assert store.written(session) == 1  # a session it does not write: all of it
         await session.checkpoint()  # nothing new: not taken up, no lock taken
         assert store.writers == {} and "s" not in store.live
         session.append(_user("b"))

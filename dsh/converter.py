@@ -13,13 +13,22 @@ import json.encoder
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
+import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
 from dsh.chunks import FinishReason, StreamChunk
 from dsh.content import Block, Image, MessageSource, Text
 from dsh.errors import DshError
-from dsh.events import CORE_EVENT_TYPES, EventData, RawEventData, SessionEvent, TurnEndReason
+from dsh.eventlog import PACKED_CLASSES, Packed
+from dsh.events import (
+    CORE_EVENT_TYPES,
+    AssistantChunk,
+    EventData,
+    RawEventData,
+    SessionEvent,
+    TurnEndReason,
+)
 
 __all__ = ["EventCodec", "converter", "dumps", "structure", "unstructure"]
 
@@ -131,6 +140,36 @@ def structure(data: Any, cls: Any) -> Any:
     return converter.structure(data, cls)
 
 
+def _packed_chunk(cls: type[Any]) -> Callable[[list[Any]], dict[str, Any]]:
+    """What the converter writes for a chunk of the packed class ``cls`` from its fields, in
+    order, as a packed tuple holds them: each field by name (one left at its default omitted),
+    then the tag. The packed classes' fields are plain values (strings, integers, ``None``),
+    which the converter writes as they are."""
+    fields = attrs.fields(cls)
+    names = tuple(field.name for field in fields)
+    defaults = tuple(
+        (position, field.name, field.default)
+        for position, field in enumerate(fields)
+        if field.default is not attrs.NOTHING
+    )
+    tag = _TAGS[cls]
+
+    def chunk_row(values: list[Any]) -> dict[str, Any]:
+        row = dict(zip(names, values, strict=True))
+        for position, name, default in defaults:
+            if values[position] == default:
+                del row[name]
+        row["type"] = tag
+        return row
+
+    return chunk_row
+
+
+#: By packed code: a chunk's row from the fields its packed tuple holds.
+_PACKED_CHUNKS = tuple(_packed_chunk(cls) for cls in PACKED_CLASSES)
+_CHUNK = AssistantChunk.type
+
+
 class EventCodec:
     """Encodes and decodes session events by their registered type.
 
@@ -153,6 +192,14 @@ class EventCodec:
         data = event.data
         fields = data.fields if isinstance(data, RawEventData) else unstructure(data)
         return {"type": event.type, "seq": event.seq, "time": event.time, "data": fields}
+
+    def encode_packed(self, seq: int, packed: Packed) -> dict[str, Any]:
+        """What :meth:`encode` gives for the chunk event ``unpack(seq, packed)``, without
+        building it (:func:`dsh.eventlog.runs` gives a store's batch so)."""
+        time, turn, step, code, *fields = packed
+        chunk = _PACKED_CHUNKS[code](fields)
+        data = {"turn": turn, "step": step, "chunk": chunk}
+        return {"type": _CHUNK, "seq": seq, "time": time, "data": data}
 
     def decode(self, raw: Mapping[str, Any]) -> SessionEvent:
         name = raw["type"]

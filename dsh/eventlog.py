@@ -12,7 +12,9 @@ subclass, or an event logged under another type) stays the object it was.
 
 A store writes the log without building its chunk events again: :func:`runs` gives its events
 with each run of deltas of one block as one :class:`DeltaRun` (texts and times side by side),
-read from the packed tuples when it is given a view of the log.
+read from the packed tuples when it is given a view of the log, and any other chunk event kept
+packed as its ``(seq, packed tuple)``, which
+:meth:`EventCodec.encode_packed <dsh.converter.EventCodec.encode_packed>` writes as it is.
 """
 
 from __future__ import annotations
@@ -27,13 +29,26 @@ from attrs import frozen
 from dsh.chunks import BlockStart, ReasoningDelta, TextDelta, ToolCallDelta
 from dsh.events import AssistantChunk, SessionEvent
 
-__all__ = ["DeltaRun", "EventLog", "Packed", "pack", "runs", "unpack"]
+__all__ = [
+    "PACKED_CLASSES",
+    "DeltaRun",
+    "EventLog",
+    "Packed",
+    "PackedEvent",
+    "pack",
+    "runs",
+    "unpack",
+]
 
 #: A packed chunk event: ``(time, turn, step, code, *fields of the chunk)``.
 Packed: TypeAlias = tuple[Any, ...]
 
+#: A chunk event :func:`runs` read packed from a view: its ``seq`` and the packed tuple.
+PackedEvent: TypeAlias = tuple[int, Packed]
+
 #: The chunk classes packed, by code (the tuple's fourth item). The deltas' codes come first.
-_CLASSES: tuple[type[Any], ...] = (TextDelta, ReasoningDelta, ToolCallDelta, BlockStart)
+PACKED_CLASSES: tuple[type[Any], ...] = (TextDelta, ReasoningDelta, ToolCallDelta, BlockStart)
+_CLASSES = PACKED_CLASSES
 _TOOL_CALL = 2
 #: For each packed class: its code and a getter of its fields, in order.
 _FIELDS = {
@@ -174,10 +189,12 @@ def _run_key(packed: Packed) -> Packed | None:
     return None
 
 
-def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun]:
+def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | PackedEvent]:
     """``events`` in order, each run of two or more deltas of one block as a :class:`DeltaRun`.
-    From a view of a log (a store's batch) the deltas are read where they are kept, packed, and
-    no chunk event is built again."""
+    From a view of a log (a store's batch) the deltas are read where they are kept, packed, no
+    chunk event is built again, and a chunk event kept packed that is in no run comes as its
+    :data:`PackedEvent`, ``(seq, packed)`` (``unpack(*item)`` builds it). From any other
+    sequence every item that is not a run is the event given."""
     if isinstance(events, EventLog):
         view, base, kept = True, events._start, events._kept[events._start : events._stop]
     else:
@@ -196,7 +213,7 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun]:
             if not isinstance(item, tuple):
                 yield item  # an event, kept as it was
             else:
-                yield unpack(base + position, item) if view else events[position]
+                yield (base + position, item) if view else events[position]
         else:
             run = cast("list[Packed]", kept[position:stop])
             _, turn, step, code, index, *fields = run[0]

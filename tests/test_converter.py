@@ -14,17 +14,21 @@ from hypothesis import strategies as st
 
 from dsh.chunks import (
     BlockEnd,
+    BlockStart,
     Finish,
     FinishError,
     FinishReason,
     LlmFailure,
+    ReasoningDelta,
     StreamChunk,
+    TextDelta,
     TokenUsage,
     ToolCallDelta,
 )
 from dsh.content import Block, Message, MessageSource, PluginSource, Text
 from dsh.converter import EventCodec, structure, unstructure
 from dsh.errors import DshError
+from dsh.eventlog import pack
 from dsh.events import (
     AssistantChunk,
     AssistantMessage,
@@ -108,6 +112,29 @@ def test_session_events_round_trip(data: Any, seq: int, time: float) -> None:
     name = event_type_of(data, codec.types)
     event = SessionEvent(name, seq, time, data)
     assert codec.decode(json.loads(json.dumps(codec.encode(event)))) == event
+
+
+packed_chunks = st.one_of(
+    st.builds(TextDelta, ints, st.text()),
+    st.builds(ReasoningDelta, ints, st.text()),
+    st.builds(ToolCallDelta, ints, st.text(), st.text(), st.none() | st.text()),
+    st.builds(BlockStart, ints, st.sampled_from(["text", "reasoning", "tool-call"])),
+)
+
+
+@given(chunk=packed_chunks | ds.stream_chunks, turn=ints, step=ints, seq=ints, time=st.floats())
+def test_a_packed_chunk_event_is_encoded_as_the_event_it_stands_for(
+    chunk: StreamChunk, turn: int, step: int, seq: int, time: float
+) -> None:
+    """A store writes a chunk event kept packed from its tuple: the same row, field for field
+    and in the same order (a JSON line's text follows the order), as the event built again."""
+    event = SessionEvent(AssistantChunk.type, seq, time, AssistantChunk(turn, step, chunk))
+    kept = pack(event)
+    if not isinstance(kept, tuple):
+        return  # not a packed class: written as the event it is
+    codec = EventCodec()
+    row, expected = codec.encode_packed(seq, kept), codec.encode(event)
+    assert json.dumps(row) == json.dumps(expected)  # same keys in the same order, same values
 
 
 def test_unions_are_tagged_with_the_seeds_hyphenated_names() -> None:

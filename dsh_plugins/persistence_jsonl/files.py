@@ -15,7 +15,7 @@ from dsh.store import title_of
 from dsh_plugins.persistence_jsonl.format import (
     COUNT_WIDTH,
     count_offset,
-    encode_events,
+    encode_lines,
     header_line,
     next_seq,
 )
@@ -126,7 +126,7 @@ class SessionFile:
         first events of a new file that replaces any old one."""
         fd = self._create(events) if whole else self._fd
         assert fd is not None, "a session file is created before it is appended to"
-        data = self._header + encode_events(events, self.codec).encode()
+        data = self._header + encode_lines(events, self.codec)
         try:
             _write_all(fd, data, self._size)
         except OSError as exc:

@@ -34,6 +34,7 @@ __all__ = [
     "Header",
     "decode_lines",
     "encode_events",
+    "encode_lines",
     "header_line",
     "line_json",
     "next_seq",
@@ -176,42 +177,43 @@ def line_json(value: Any) -> str:
     return dumps(value)
 
 
-def _single_line(row: Any) -> tuple[bytes, Any]:
-    """The line of one event's ``row``, and the row when orjson wrote it (``None``: ``dumps``
-    did, as orjson refused it)."""
-    fast = _orjson(row)
-    if fast is None:
-        return dumps(row).encode(), None
-    return fast, row
+def encode_lines(events: Sequence[SessionEvent], codec: EventCodec) -> bytes:
+    """``events`` as lines (each ending with a newline), runs of two or more deltas packed
+    (:func:`dsh.eventlog.runs`: from a view of a session's log, without building them again,
+    and a chunk event kept packed written from its tuple).
+
+    Each line is the text ``dumps`` writes. The rows of single events are written by orjson,
+    ~3x faster, and the whole batch checked at once (a check costs about what writing a line
+    does); a batch the check does not clear, or whose rows orjson refuses, is written line by
+    line by :func:`line_json`.
+    """
+    rows: list[Any] = []  # an event's row, or the text of a packed run's line
+    encode, encode_packed = codec.encode, codec.encode_packed
+    for item in runs(events):
+        if isinstance(item, tuple):
+            rows.append(encode_packed(*item))
+        elif isinstance(item, DeltaRun):
+            rows.append(_packed(item))
+        else:
+            rows.append(encode(item))
+    try:
+        parts = [
+            row.encode() if type(row) is str else orjson.dumps(row, option=_PLAIN) for row in rows
+        ]
+    except TypeError:  # orjson.JSONEncodeError: a value orjson refuses
+        parts = None
+    if parts is not None:
+        parts.append(b"")
+        text = b"\n".join(parts)
+        if _as_dumps_writes(text):
+            return text
+    lines = [row if type(row) is str else line_json(row) for row in rows]
+    return "\n".join([*lines, ""]).encode()
 
 
 def encode_events(events: Sequence[SessionEvent], codec: EventCodec) -> str:
-    """``events`` as lines (each ending with a newline), runs of two or more deltas packed
-    (:func:`dsh.eventlog.runs`: from a view of a session's log, without building them again).
-
-    Each line is the text ``dumps`` writes. The lines of single events are written by orjson,
-    ~3x faster, and the whole batch checked at once (a check costs about what writing a line
-    does); a batch the check does not clear is written line by line by :func:`line_json`.
-    """
-    parts: list[bytes] = []
-    rows: list[Any] = []  # per part: what orjson wrote it from, or None (written by dumps)
-    encode = codec.encode
-    for item in runs(events):
-        if isinstance(item, DeltaRun):
-            line, row = _packed(item).encode(), None
-        else:
-            line, row = _single_line(encode(item))
-        parts.append(line)
-        rows.append(row)
-    parts.append(b"")
-    text = b"\n".join(parts)
-    if _as_dumps_writes(text):
-        return text.decode()
-    lines = [
-        part.decode() if row is None else line_json(row)
-        for part, row in zip(parts[:-1], rows, strict=True)
-    ]
-    return "\n".join([*lines, ""])
+    """:func:`encode_lines` as text."""
+    return encode_lines(events, codec).decode()
 
 
 # -- reading ---------------------------------------------------------------------------------

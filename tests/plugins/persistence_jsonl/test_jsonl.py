@@ -12,16 +12,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from dsh import AgentOptions, ConfigError, DshError, Harness, HookError
+from dsh import AgentOptions, ConfigError, DshError, Harness, HookError, eventlog
 from dsh.chunks import BlockStart, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
 from dsh.content import Text
 from dsh.converter import EventCodec, dumps
+from dsh.eventlog import pack
 from dsh.events import AssistantChunk, RawEventData, SessionEvent, UserMessage
+from dsh.session import Session
 from dsh.testing import ScriptedAdapter, text_response
 from dsh_plugins.persistence_jsonl import (
     JsonlStore,
@@ -234,6 +237,40 @@ def test_a_batch_is_the_text_dumps_writes_line_by_line(
         patch.setattr(format_module, "_orjson", lambda value: None)
         by_dumps = encode_events(events, CODEC)
     assert encode_events(events, CODEC) == by_dumps
+
+
+@given(
+    st.lists(
+        st.tuples(delta_chunks, st.integers(1, 2), epoch_times | st.floats())
+        | st.tuples(st.text(), json_ready),
+        max_size=30,
+    )
+)
+def test_a_batch_of_a_sessions_log_is_written_as_its_events_are(
+    items: list[tuple[StreamChunk, int, float] | tuple[str, Any]],
+) -> None:
+    """A store's batch is a view of the session's log, whose chunk events are kept packed: it
+    is written from the packed tuples, to the same text as the events it stands for, and no
+    chunk event is built on the way."""
+    session = Session("s")
+    for item in items:
+        if len(item) == 2:
+            text, value = item
+            session.append(user(text))
+            session.append_raw("x/raw", {"v": value})
+        else:
+            chunk, step, time = item
+            event = session.append(AssistantChunk(1, step, chunk))
+            session._events[-1] = pack(attrs.evolve(event, time=time))  # a time of any kind
+    view = session.events
+    expected = encode_events(list(view), CODEC)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(eventlog, "unpack", _no_unpacking)
+        assert encode_events(view, CODEC) == expected
+
+
+def _no_unpacking(seq: int, kept: object) -> SessionEvent:
+    raise AssertionError(f"event {seq} was built again")
 
 
 @pytest.mark.parametrize(

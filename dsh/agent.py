@@ -17,6 +17,7 @@ from dsh.chunks import LlmFailure
 from dsh.content import Block, MessageSource, UserSource
 from dsh.events import RetryEvent
 from dsh.request import ReasoningEffort, ResponseFormat
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.inbox import InboxMessage
@@ -44,8 +45,8 @@ PermissionMode = Literal["plan", "read-only", "workspace-write", "full"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("plan", "read-only", "workspace-write", "full")
 
 
-@frozen
-class AgentOptions:
+@frozen(repr=False)
+class AgentOptions(Value):
     """How an agent calls its model. ``system_prompt`` is appended after the assembled sections;
     ``workspace`` is the directory tools are confined to (``None``: the current directory)."""
 
@@ -67,16 +68,16 @@ class AgentOptions:
     tools: tuple[str, ...] | None = None
 
 
-@frozen
-class Continuation:
+@frozen(repr=False)
+class Continuation(Value):
     """Whether the turn runs another step, and why (the reason is logged by whoever decides)."""
 
     proceed: bool
     reason: str = ""
 
 
-@frozen
-class Retry:
+@frozen(repr=False)
+class Retry(Value):
     """Returned by ``dsh_agent_request_error``: run the failed step again after ``delay_s``.
 
     The policy decides, the loop records: it logs an ``llm/retry`` event

@@ -29,12 +29,13 @@ from dsh.chunks import (
 )
 from dsh.content import Block, Message, Reasoning, Text, ToolCall
 from dsh.errors import LlmError
+from dsh.value import Value
 
 __all__ = ["AssembledMessage", "BlockAssembler", "assemble"]
 
 
-@frozen
-class AssembledMessage:
+@frozen(repr=False)
+class AssembledMessage(Value):
     """What one model call produced."""
 
     message: Message

@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 from attrs import frozen
 
 from dsh.content import Block
+from dsh.value import Value
 
 __all__ = [
     "BlockEnd",
@@ -38,8 +39,8 @@ BlockType = Literal["text", "reasoning", "tool-call"]
 
 # The chunks a session log keeps (most of its events) and their usage carry no weak-reference
 # slot: nothing refers to them weakly, and it is 8 bytes less per object, one or two per chunk.
-@frozen(weakref_slot=False)
-class TokenUsage:
+@frozen(weakref_slot=False, repr=False)
+class TokenUsage(Value):
     """Token counts of one model call. The counts are **disjoint**.
 
     ``input_tokens`` is uncached input only; billed input is ``input_tokens + cache_read_tokens +
@@ -63,8 +64,8 @@ class TokenUsage:
         )
 
 
-@frozen
-class LlmFailure:
+@frozen(repr=False)
+class LlmFailure(Value):
     """Why a model call failed.
 
     ``code`` is canonical (``RATE_LIMIT``, ``SERVER``, ``TIMEOUT``, ``TRANSPORT``,
@@ -80,29 +81,29 @@ class LlmFailure:
     request_id: str | None = None
 
 
-@frozen
-class FinishStop:
+@frozen(repr=False)
+class FinishStop(Value):
     type: ClassVar[str] = "stop"
 
 
-@frozen
-class FinishToolCalls:
+@frozen(repr=False)
+class FinishToolCalls(Value):
     type: ClassVar[str] = "tool-calls"
 
 
-@frozen
-class FinishMaxTokens:
+@frozen(repr=False)
+class FinishMaxTokens(Value):
     type: ClassVar[str] = "max-tokens"
 
 
-@frozen
-class FinishAborted:
+@frozen(repr=False)
+class FinishAborted(Value):
     type: ClassVar[str] = "aborted"
     failure: LlmFailure
 
 
-@frozen
-class FinishError:
+@frozen(repr=False)
+class FinishError(Value):
     type: ClassVar[str] = "error"
     failure: LlmFailure
 
@@ -110,29 +111,29 @@ class FinishError:
 FinishReason = FinishStop | FinishToolCalls | FinishMaxTokens | FinishAborted | FinishError
 
 
-@frozen(weakref_slot=False)
-class BlockStart:
+@frozen(weakref_slot=False, repr=False)
+class BlockStart(Value):
     type: ClassVar[str] = "block-start"
     index: int
     block_type: BlockType
 
 
-@frozen(weakref_slot=False)
-class TextDelta:
+@frozen(weakref_slot=False, repr=False)
+class TextDelta(Value):
     type: ClassVar[str] = "text-delta"
     index: int
     text: str
 
 
-@frozen(weakref_slot=False)
-class ReasoningDelta:
+@frozen(weakref_slot=False, repr=False)
+class ReasoningDelta(Value):
     type: ClassVar[str] = "reasoning-delta"
     index: int
     text: str
 
 
-@frozen(weakref_slot=False)
-class ToolCallDelta:
+@frozen(weakref_slot=False, repr=False)
+class ToolCallDelta(Value):
     type: ClassVar[str] = "tool-call-delta"
     index: int
     id: str
@@ -140,21 +141,21 @@ class ToolCallDelta:
     name: str | None = None
 
 
-@frozen(weakref_slot=False)
-class BlockEnd:
+@frozen(weakref_slot=False, repr=False)
+class BlockEnd(Value):
     type: ClassVar[str] = "block-end"
     index: int
     block: Block
 
 
-@frozen(weakref_slot=False)
-class UsageChunk:
+@frozen(weakref_slot=False, repr=False)
+class UsageChunk(Value):
     type: ClassVar[str] = "usage"
     usage: TokenUsage
 
 
-@frozen(weakref_slot=False)
-class Finish:
+@frozen(weakref_slot=False, repr=False)
+class Finish(Value):
     type: ClassVar[str] = "finish"
     reason: FinishReason
 

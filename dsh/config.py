@@ -22,6 +22,7 @@ from attrs import field, frozen
 from cattrs.errors import ClassValidationError
 
 from dsh.errors import ConfigError
+from dsh.value import Value
 
 __all__ = [
     "AgentConfig",
@@ -84,8 +85,8 @@ def at_most(maximum: float) -> Validator:
     return check
 
 
-@frozen
-class AgentConfig:
+@frozen(repr=False)
+class AgentConfig(Value):
     """An agent created when the harness starts."""
 
     id: str
@@ -97,8 +98,8 @@ class AgentConfig:
     output_type: str | None = None
 
 
-@frozen
-class AgentLoopConfig:
+@frozen(repr=False)
+class AgentLoopConfig(Value):
     """Section ``agent_loop``. ``max_parallel_tools`` bounds how many concurrency-safe tool
     calls of one step run at once (1 or more); ``max_depth`` how deep sub-agents nest (a
     child of a top-level agent is at depth 1)."""

@@ -29,6 +29,7 @@ import cattrs
 from dsh.config import Config
 from dsh.docstrings import parse_docstring
 from dsh.harness import Harness
+from dsh.value import Value
 
 __all__ = [
     "CORE",
@@ -51,8 +52,8 @@ _plain = cattrs.Converter()
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-@attrs.frozen
-class ConfigSection:
+@attrs.frozen(repr=False)
+class ConfigSection(Value):
     """One registered section: its name, its class, and the plugin and distribution that own it
     (``plugin`` is ``"dsh"`` for the core's own sections; ``distribution`` is ``None`` for a
     plugin the host registered)."""

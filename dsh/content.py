@@ -12,6 +12,8 @@ from typing import ClassVar, Literal
 
 from attrs import frozen
 
+from dsh.value import Value
+
 __all__ = [
     "AgentSource",
     "Block",
@@ -30,8 +32,8 @@ __all__ = [
 ]
 
 
-@frozen
-class Text:
+@frozen(repr=False)
+class Text(Value):
     """Plain text."""
 
     type: ClassVar[str] = "text"
@@ -60,8 +62,8 @@ class Reasoning:
         return f"Reasoning(text={self.text!r}{extra})"
 
 
-@frozen
-class ToolCall:
+@frozen(repr=False)
+class ToolCall(Value):
     """A call the model asked for. ``arguments`` stays the raw JSON string end to end."""
 
     type: ClassVar[str] = "tool-call"
@@ -70,8 +72,8 @@ class ToolCall:
     arguments: str
 
 
-@frozen
-class Image:
+@frozen(repr=False)
+class Image(Value):
     """An image by URL (``data:`` URLs included)."""
 
     type: ClassVar[str] = "image"
@@ -79,8 +81,8 @@ class Image:
     mime_type: str | None = None
 
 
-@frozen
-class ToolResult:
+@frozen(repr=False)
+class ToolResult(Value):
     """The outcome of one tool call, echoed to the model under the call's id."""
 
     type: ClassVar[str] = "tool-result"
@@ -93,8 +95,8 @@ Block = Text | Reasoning | ToolCall | ToolResult | Image
 Role = Literal["system", "user", "assistant"]
 
 
-@frozen(cache_hash=True)
-class Message:
+@frozen(cache_hash=True, repr=False)
+class Message(Value):
     """One message of model-visible history. Its hash is cached: adapters and the token meter
     memoise per message, and a history is looked up again at every step."""
 
@@ -102,23 +104,23 @@ class Message:
     content: tuple[Block, ...]
 
 
-@frozen
-class UserSource:
+@frozen(repr=False)
+class UserSource(Value):
     """The message came from the human (or host) driving the agent."""
 
     type: ClassVar[str] = "user"
 
 
-@frozen
-class PluginSource:
+@frozen(repr=False)
+class PluginSource(Value):
     """The message was contributed by a plugin."""
 
     type: ClassVar[str] = "plugin"
     name: str
 
 
-@frozen
-class AgentSource:
+@frozen(repr=False)
+class AgentSource(Value):
     """The message was sent by another agent."""
 
     type: ClassVar[str] = "agent"

@@ -12,11 +12,13 @@ from collections.abc import Sequence
 
 import attrs
 
+from dsh.value import Value
+
 __all__ = ["Docstring", "parse_docstring"]
 
 
-@attrs.frozen
-class Docstring:
+@attrs.frozen(repr=False)
+class Docstring(Value):
     """A docstring's ``description`` (the text before its first section) and the text of each
     documented parameter."""
 

@@ -28,6 +28,7 @@ from attrs import frozen
 
 from dsh.chunks import BlockStart, ReasoningDelta, TextDelta, ToolCallDelta
 from dsh.events import AssistantChunk, SessionEvent
+from dsh.value import Value
 
 __all__ = [
     "PACKED_CLASSES",
@@ -161,8 +162,8 @@ class EventLog(Sequence[SessionEvent]):
         return tuple, (tuple(self),)
 
 
-@frozen
-class DeltaRun:
+@frozen(repr=False)
+class DeltaRun(Value):
     """Two or more consecutive chunk events of deltas of one block: one ``chunk`` class
     (:class:`~dsh.chunks.TextDelta`, :class:`~dsh.chunks.ReasoningDelta` or
     :class:`~dsh.chunks.ToolCallDelta`), turn, step and block ``index``, and for tool-call

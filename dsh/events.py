@@ -20,6 +20,7 @@ from dsh.chunks import LlmFailure, StreamChunk, TokenUsage
 from dsh.content import Block, Image, MessageSource, Text, UserSource
 from dsh.deprecation import moved
 from dsh.errors import DshError
+from dsh.value import Value
 
 __all__ = [
     "CORE_EVENT_TYPES",
@@ -68,8 +69,8 @@ __all__ = [
 ]
 
 
-@frozen
-class UserMessage:
+@frozen(repr=False)
+class UserMessage(Value):
     """A message that starts (or joins) a turn. ``queued_seq``: the ``inbox/queued`` event it
     consumes, when it was queued while the agent was busy."""
 
@@ -79,8 +80,8 @@ class UserMessage:
     queued_seq: int | None = None
 
 
-@frozen
-class WithdrawnMessage:
+@frozen(repr=False)
+class WithdrawnMessage(Value):
     """A queued message taken back out of the inbox before it reached the model (``dsh chat``
     hands steering left over by the user's abort back as a draft): a resume does not restore
     it."""
@@ -89,8 +90,8 @@ class WithdrawnMessage:
     queued_seq: int
 
 
-@frozen
-class QueuedMessage:
+@frozen(repr=False)
+class QueuedMessage(Value):
     """A message queued while a turn ran (``steering``: for the running turn). Logged so that a
     crash cannot lose it; the ``user/message`` or ``steering/message`` consuming it names it."""
 
@@ -100,16 +101,16 @@ class QueuedMessage:
     steering: bool = False
 
 
-@frozen
-class SeedEnd:
+@frozen(repr=False)
+class SeedEnd(Value):
     """Data of ``session/end-seed``: a resumed session's stored log ends before this event."""
 
     type: ClassVar[str] = "session/end-seed"
     stored: int
 
 
-@frozen
-class ContextMessage:
+@frozen(repr=False)
+class ContextMessage(Value):
     """Context injected for the next request without starting a turn (``agent.inject``)."""
 
     type: ClassVar[str] = "context/message"
@@ -117,8 +118,8 @@ class ContextMessage:
     source: MessageSource = UserSource()
 
 
-@frozen
-class SteeringMessage:
+@frozen(repr=False)
+class SteeringMessage(Value):
     """A message that arrived while a turn was running, delivered between steps."""
 
     type: ClassVar[str] = "steering/message"
@@ -128,45 +129,45 @@ class SteeringMessage:
     queued_seq: int | None = None
 
 
-@frozen
-class TurnStart:
+@frozen(repr=False)
+class TurnStart(Value):
     type: ClassVar[str] = "turn/start"
     turn: int
     source: MessageSource = UserSource()
 
 
-@frozen
-class TurnCompleted:
+@frozen(repr=False)
+class TurnCompleted(Value):
     """The turn ran to its end; ``reason`` says why when a plugin stopped it (a budget)."""
 
     type: ClassVar[str] = "completed"
     reason: str | None = None
 
 
-@frozen
-class TurnAborted:
+@frozen(repr=False)
+class TurnAborted(Value):
     type: ClassVar[str] = "aborted"
     reason: str | None = None
 
 
-@frozen
-class TurnError:
+@frozen(repr=False)
+class TurnError(Value):
     type: ClassVar[str] = "error"
     failure: LlmFailure
 
 
-@frozen
-class TurnMaxTokens:
+@frozen(repr=False)
+class TurnMaxTokens(Value):
     type: ClassVar[str] = "max-tokens"
 
 
-@frozen
-class TurnDisposed:
+@frozen(repr=False)
+class TurnDisposed(Value):
     type: ClassVar[str] = "disposed"
 
 
-@frozen
-class TurnInterrupted:
+@frozen(repr=False)
+class TurnInterrupted(Value):
     """Written only by crash recovery: the process died while the turn was open."""
 
     type: ClassVar[str] = "interrupted"
@@ -177,15 +178,15 @@ TurnEndReason = (
 )
 
 
-@frozen
-class TurnEnd:
+@frozen(repr=False)
+class TurnEnd(Value):
     type: ClassVar[str] = "turn/end"
     turn: int
     reason: TurnEndReason
 
 
-@frozen
-class StepBoundary:
+@frozen(repr=False)
+class StepBoundary(Value):
     """What ``step/start`` and ``step/end`` share: ``isinstance(data, StepBoundary)`` matches
     either. Its two tags were one class before 0.x split it; log the subclasses, which carry
     their tag."""
@@ -194,30 +195,31 @@ class StepBoundary:
     step: int
 
 
-@frozen
+@frozen(repr=False)
 class StepStart(StepBoundary):
     """Step ``step`` of turn ``turn`` begins (one model call, then its tool calls)."""
 
     type: ClassVar[str] = "step/start"
 
 
-@frozen
+@frozen(repr=False)
 class StepEnd(StepBoundary):
     """Step ``step`` of turn ``turn`` is over."""
 
     type: ClassVar[str] = "step/end"
 
 
-@frozen(weakref_slot=False)  # one per streamed chunk: no weak-reference slot, 8 bytes less
-class AssistantChunk:
+# One per streamed chunk: no weak-reference slot, 8 bytes less.
+@frozen(weakref_slot=False, repr=False)
+class AssistantChunk(Value):
     type: ClassVar[str] = "assistant/chunk"
     turn: int
     step: int
     chunk: StreamChunk
 
 
-@frozen
-class AssistantMessage:
+@frozen(repr=False)
+class AssistantMessage(Value):
     """What the model answered in one step; ``model`` is the model id the request named."""
 
     type: ClassVar[str] = "assistant/message"
@@ -228,8 +230,8 @@ class AssistantMessage:
     model: str | None = None
 
 
-@frozen
-class ToolCallEvent:
+@frozen(repr=False)
+class ToolCallEvent(Value):
     type: ClassVar[str] = "tool/call"
     turn: int
     step: int
@@ -238,8 +240,8 @@ class ToolCallEvent:
     arguments: str
 
 
-@frozen
-class ToolResultEvent:
+@frozen(repr=False)
+class ToolResultEvent(Value):
     type: ClassVar[str] = "tool/result"
     turn: int
     step: int
@@ -249,8 +251,8 @@ class ToolResultEvent:
     code: str | None = None
 
 
-@frozen
-class ErrorEvent:
+@frozen(repr=False)
+class ErrorEvent(Value):
     type: ClassVar[str] = "error"
     turn: int
     step: int
@@ -261,8 +263,8 @@ class ErrorEvent:
 RETRY_EVENT = "llm/retry"
 
 
-@frozen
-class RetryEvent:
+@frozen(repr=False)
+class RetryEvent(Value):
     """Data of ``llm/retry``: attempt ``attempt`` (of at most ``max_attempts``) failed with
     ``code`` (HTTP ``status``, when there was one); the next call starts after ``delay_s``.
     The loop logs one for every :class:`~dsh.agent.Retry` a ``dsh_agent_request_error``
@@ -280,8 +282,8 @@ class RetryEvent:
     max_attempts: int | None = None
 
 
-@frozen
-class HistoryRewriteStart:
+@frozen(repr=False)
+class HistoryRewriteStart(Value):
     """A rewrite of the history began in turn ``turn``, at about ``tokens_before`` tokens.
     ``reason`` is the writer's word for why (the built-in compaction says ``threshold``,
     ``overflow`` or ``manual``; ``overflow`` means the model refused the request as too
@@ -293,24 +295,24 @@ class HistoryRewriteStart:
     tokens_before: int
 
 
-@frozen
-class ElidedResult:
+@frozen(repr=False)
+class ElidedResult(Value):
     """The result of tool call ``call_id``: the model sees ``note`` instead of its content."""
 
     call_id: str
     note: str
 
 
-@frozen
-class HistoryPrune:
+@frozen(repr=False)
+class HistoryPrune(Value):
     """Old tool results whose content the model now sees as a short note instead."""
 
     type: ClassVar[str] = "compaction/prune"
     elided: tuple[ElidedResult, ...]
 
 
-@frozen
-class HistorySummary:
+@frozen(repr=False)
+class HistorySummary(Value):
     """Everything the model saw from events before ``replaces_upto`` is now ``summary``.
     ``usage`` and ``model`` are those of the model call that wrote it, if one did (it is
     billed like any other)."""
@@ -324,8 +326,8 @@ class HistorySummary:
     model: str | None = None
 
 
-@frozen
-class HistoryRewriteEnd:
+@frozen(repr=False)
+class HistoryRewriteEnd(Value):
     """The rewrite is over: the history is now about ``tokens_after`` tokens; ``error`` says
     what failed (the prunes and summaries logged before it stand)."""
 
@@ -350,8 +352,8 @@ def __getattr__(name: str) -> Any:
 SUBAGENT_PARENT, SUBAGENT_START, SUBAGENT_END = "subagent/parent", "subagent/start", "subagent/end"
 
 
-@frozen
-class SubagentParent:
+@frozen(repr=False)
+class SubagentParent(Value):
     """Data of ``subagent/parent``, a sub-agent's first event: where it was made (the parent's
     agent and session, its turn and step then, and the tool call that made it, if one did)."""
 
@@ -363,8 +365,8 @@ class SubagentParent:
     call_id: str | None = None
 
 
-@frozen
-class SubagentStart:
+@frozen(repr=False)
+class SubagentStart(Value):
     """Data of ``subagent/start`` in the parent's log: child ``agent_id`` runs in
     ``session_id`` (made by tool call ``call_id``, if one did)."""
 
@@ -376,8 +378,8 @@ class SubagentStart:
     call_id: str | None = None
 
 
-@frozen
-class SubagentEnd:
+@frozen(repr=False)
+class SubagentEnd(Value):
     """Data of ``subagent/end`` in the parent's log: the child is gone. ``outcome`` is how its
     last turn ended (``completed``, ``error``, ``aborted``..., ``interrupted`` after a crash,
     ``none`` if it ran no turn); ``usage`` and ``model``: what it used, for budgets."""
@@ -394,8 +396,8 @@ class SubagentEnd:
 OUTPUT_RETRY, OUTPUT_RESULT, OUTPUT_FAILED = "output/retry", "output/result", "output/failed"
 
 
-@frozen
-class OutputRetry:
+@frozen(repr=False)
+class OutputRetry(Value):
     """Data of ``output/retry``: attempt ``attempt`` of turn ``turn`` at a typed answer did not
     validate, because of ``error`` (sent back to the model while attempts are left)."""
 
@@ -405,8 +407,8 @@ class OutputRetry:
     error: str
 
 
-@frozen
-class OutputResult:
+@frozen(repr=False)
+class OutputResult(Value):
     """Data of ``output/result``: the validated typed answer of turn ``turn``, as JSON values."""
 
     type: ClassVar[str] = OUTPUT_RESULT
@@ -414,8 +416,8 @@ class OutputResult:
     value: Any
 
 
-@frozen
-class OutputFailed:
+@frozen(repr=False)
+class OutputFailed(Value):
     """Data of ``output/failed``: turn ``turn`` gave up after ``attempts`` invalid answers."""
 
     type: ClassVar[str] = OUTPUT_FAILED
@@ -427,8 +429,8 @@ class OutputFailed:
 PERMISSION_MODE = "permissions/mode"
 
 
-@frozen
-class PermissionModeChange:
+@frozen(repr=False)
+class PermissionModeChange(Value):
     """Data of ``permissions/mode``: from here on, this agent's tool calls are judged in
     ``mode`` (``plan``, ``read-only``, ``workspace-write``, ``full``), e.g. after ``/approve``."""
 
@@ -471,8 +473,8 @@ CoreEventData: TypeAlias = (
 _CORE_EVENT_CLASSES: tuple[type[CoreEventData], ...] = get_args(CoreEventData)
 
 
-@frozen
-class RawEventData:
+@frozen(repr=False)
+class RawEventData(Value):
     """The data of an event of a type this build does not know (its plugin is not installed),
     kept as the JSON ``fields`` it was stored as: it is written back unchanged, so loading and
     storing an old log loses nothing. Add one with :meth:`~dsh.session.Session.append_raw`."""
@@ -485,8 +487,9 @@ class RawEventData:
 EventData: TypeAlias = CoreEventData | RawEventData | AttrsInstance
 
 
-@frozen(weakref_slot=False)  # every event of every log: no weak-reference slot, 8 bytes less
-class SessionEvent:
+# Every event of every log: no weak-reference slot, 8 bytes less.
+@frozen(weakref_slot=False, repr=False)
+class SessionEvent(Value):
     """One entry of a session log. ``seq`` is contiguous from 0; ``time`` is epoch seconds.
     Read ``data`` by narrowing it: ``isinstance(event.data, TurnEnd)``."""
 

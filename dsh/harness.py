@@ -32,14 +32,15 @@ from dsh.session import SessionStore
 from dsh.tools import POLICY_SECTION, NoPolicyConfig, ToolRegistry, ToolsConfig
 from dsh.toolset import PLUGIN_NAME as TOOLSET
 from dsh.toolset import ToolSet
+from dsh.value import Value
 
 __all__ = ["Command", "Harness"]
 
 log = structlog.get_logger("dsh.harness")
 
 
-@frozen
-class Command:
+@frozen(repr=False)
+class Command(Value):
     """A CLI subcommand contributed through ``dsh_register_commands``.
 
     ``configure(parser)`` adds arguments to its ``argparse`` parser; ``run(args)`` returns the

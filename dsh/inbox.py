@@ -8,12 +8,13 @@ import asyncio
 from attrs import frozen
 
 from dsh.content import Block, MessageSource, UserSource
+from dsh.value import Value
 
 __all__ = ["Inbox", "InboxMessage", "Signal"]
 
 
-@frozen
-class InboxMessage:
+@frozen(repr=False)
+class InboxMessage(Value):
     """A message waiting in the inbox; ``queued_seq`` is its ``inbox/queued`` event, if any."""
 
     content: tuple[Block, ...]

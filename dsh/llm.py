@@ -13,6 +13,7 @@ from dsh.chunks import FinishAborted, FinishError, StreamChunk
 from dsh.errors import LlmError
 from dsh.request import LlmRequest
 from dsh.tokens import Pricing
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.hooks import Hooks
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 __all__ = ["LlmAdapter", "LlmService", "ModelInfo"]
 
 
-@frozen
-class ModelInfo:
+@frozen(repr=False)
+class ModelInfo(Value):
     """What an adapter knows about a model (``None``: unknown).
 
     ``context_window`` and ``max_output_tokens`` are token counts; ``image_input``: the model

@@ -12,6 +12,8 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 import pluggy
 from attrs import frozen
 
+from dsh.value import Value
+
 __all__ = [
     "PROJECT",
     "STYLES",
@@ -39,8 +41,8 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@frozen
-class Stop(Generic[T]):
+@frozen(repr=False)
+class Stop(Value, Generic[T]):
     """Returned by a waterfall implementation: the chain ends here and ``value`` is its result."""
 
     value: T

@@ -52,6 +52,7 @@ from dsh.markers import Stop, hookimpl
 from dsh.request import JsonObject, LlmRequest, ToolSchema
 from dsh.tools import ToolExecution, ToolOutcome
 from dsh.toolschema import field_shape, shape_of, validate
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
@@ -83,8 +84,8 @@ class OutputError(DshError):
     complete, or no turn ran. The message says which, with the validation problem."""
 
 
-@frozen
-class OutputSpec:
+@frozen(repr=False)
+class OutputSpec(Value):
     """What the model is asked for: ``schema`` (always an object, as tool parameters must be),
     whether the value is ``wrapped`` in its ``result`` property, and ``convert`` from JSON
     values to the output type."""
@@ -251,8 +252,8 @@ def _turn_events(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent
 Mode = Literal["tool", "json"]
 
 
-@attrs.define
-class _TurnState:
+@attrs.define(repr=False)
+class _TurnState(Value):
     turn: int
     mode: Mode = "tool"
     attempts: int = 0

@@ -26,6 +26,7 @@ from dsh import hookspecs
 from dsh.errors import PluginLoadError
 from dsh.hooks import HOOK_STYLES, HookRuntime, check_impl
 from dsh.markers import PROJECT
+from dsh.value import Value
 
 __all__ = ["ENTRY_POINT_GROUP", "LoadFailure", "PluginInfo", "Plugins", "disabled_from_env"]
 
@@ -41,15 +42,15 @@ def disabled_from_env() -> frozenset[str]:
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
 
 
-@frozen
-class PluginInfo:
+@frozen(repr=False)
+class PluginInfo(Value):
     name: str
     distribution: str | None = None
     version: str | None = None
 
 
-@frozen
-class LoadFailure:
+@frozen(repr=False)
+class LoadFailure(Value):
     name: str
     distribution: str | None
     error: str

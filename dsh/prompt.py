@@ -9,6 +9,7 @@ from attrs import frozen
 
 from dsh.errors import DshError
 from dsh.request import ToolSchema
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.hooks import Hooks
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["PromptAssembly", "PromptSection", "SystemPrompt", "render"]
 
 
-@frozen
-class PromptSection:
+@frozen(repr=False)
+class PromptSection(Value):
     """A named part of the system prompt. Lower ``order`` comes first; ``text`` may be a
     function evaluated at every assembly (for content that changes)."""
 
@@ -30,8 +31,8 @@ class PromptSection:
         return self.text() if callable(self.text) else self.text
 
 
-@frozen
-class PromptAssembly:
+@frozen(repr=False)
+class PromptAssembly(Value):
     sections: tuple[PromptSection, ...]
     tools: tuple[ToolSchema, ...]
 

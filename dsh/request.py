@@ -7,6 +7,7 @@ from typing import Any, Literal
 from attrs import field, frozen
 
 from dsh.content import Message
+from dsh.value import Value
 
 __all__ = ["JsonObject", "LlmRequest", "ReasoningEffort", "ResponseFormat", "ToolSchema"]
 
@@ -17,8 +18,8 @@ ReasoningEffort = Literal["low", "medium", "high", "max"]
 ResponseFormat = Literal["text", "json_object"]
 
 
-@frozen
-class ToolSchema:
+@frozen(repr=False)
+class ToolSchema(Value):
     """A tool as the model sees it: name, description and a JSON Schema for its arguments.
 
     ``parameters`` is a plain JSON object; treat it as read-only.
@@ -30,8 +31,8 @@ class ToolSchema:
     strict: bool = False
 
 
-@frozen
-class LlmRequest:
+@frozen(repr=False)
+class LlmRequest(Value):
     """One model call. ``model`` is the full model id (possibly ``provider/model``).
 
     ``thinking`` switches reasoning on or off where the model supports both; ``None`` leaves the

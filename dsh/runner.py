@@ -32,6 +32,7 @@ from dsh.output import OutputError
 from dsh.tokens import PriceBook
 from dsh.tooldef import tool as make_tool
 from dsh.tools import Tool
+from dsh.value import Value
 
 __all__ = ["RunResult", "run", "run_sync"]
 
@@ -39,8 +40,8 @@ __all__ = ["RunResult", "run", "run_sync"]
 ToolLike = Tool | Callable[..., Any]
 
 
-@frozen
-class RunResult:
+@frozen(repr=False)
+class RunResult(Value):
     """What one run produced.
 
     ``text`` is the last answer's text; ``output`` the validated value of ``output_type`` (else

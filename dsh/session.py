@@ -49,6 +49,7 @@ from dsh.events import (
     event_type_of,
 )
 from dsh.store import AsyncBufferedStore, Batch, BufferedStore, LeaseInfo
+from dsh.value import Value
 
 log = structlog.get_logger("dsh.session")
 
@@ -184,8 +185,8 @@ def derive_history(events: Iterable[SessionEvent]) -> list[tuple[int, Message]]:
     return derived
 
 
-@frozen
-class Writer:
+@frozen(repr=False)
+class Writer(Value):
     """Who holds a session's writer lock: what a refused second writer is told, so that the
     user can find the holder (process id, host name, since when, in epoch seconds)."""
 
@@ -260,8 +261,8 @@ def _store_error(session: Session, exc: BaseException) -> DshError:
     return DshError(f"cannot open session {session.id!r} for writing: {failures(exc)}")
 
 
-@frozen
-class SessionSummary:
+@frozen(repr=False)
+class SessionSummary(Value):
     """A stored session as listings show it (without reading its events)."""
 
     id: str

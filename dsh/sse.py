@@ -32,6 +32,7 @@ import re
 from attrs import frozen
 
 from dsh.errors import LlmError
+from dsh.value import Value
 
 __all__ = ["DONE", "SseEvent", "SseParser", "parse_sse"]
 
@@ -43,8 +44,8 @@ _BOM = b"\xef\xbb\xbf"
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
 
 
-@frozen
-class SseEvent:
+@frozen(repr=False)
+class SseEvent(Value):
     """One dispatched event. ``id`` is the last event id seen so far on the stream."""
 
     data: str

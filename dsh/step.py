@@ -34,6 +34,7 @@ from dsh.events import AssistantChunk, AssistantMessage
 from dsh.failures import StepFailed, adapter_error, failed_finish, failure_of
 from dsh.prompt import PromptAssembly, render
 from dsh.request import LlmRequest
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["Step", "StepOutcome"]
 
 
-@frozen
-class StepOutcome:
+@frozen(repr=False)
+class StepOutcome(Value):
     """How a step ended: whether the turn should go on (tool calls ran or steering arrived),
     and whether the model stopped at its token limit."""
 

@@ -29,6 +29,7 @@ from attrs import frozen
 from dsh.content import text_of
 from dsh.events import UserMessage
 from dsh.markers import hookimpl
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.events import SessionEvent
@@ -60,8 +61,8 @@ def title_of(events: Sequence[SessionEvent]) -> str:
     return ""
 
 
-@frozen
-class Batch:
+@frozen(repr=False)
+class Batch(Value):
     """Events of one session to write in one transaction: ``events`` is a read-only sequence
     (a view of the session's log, which :func:`dsh.eventlog.runs` reads without building its
     chunk events again).
@@ -78,8 +79,8 @@ class Batch:
     durable: bool
 
 
-@frozen
-class LeaseInfo:
+@frozen(repr=False)
+class LeaseInfo(Value):
     """Who holds a session's writer lease, as a store answers :meth:`BufferedStore.lease_holder`
     (a router sends a session's messages to the place that holds it).
 

@@ -20,6 +20,7 @@ from dsh.config import at_least
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
 from dsh.memo import HistoryMemo
 from dsh.request import LlmRequest, ToolSchema
+from dsh.value import Value
 
 __all__ = [
     "MESSAGE_OVERHEAD",
@@ -80,8 +81,8 @@ def estimate_tokens(
     return total + sum(map(per_tool, request.tools))
 
 
-@frozen
-class Price:
+@frozen(repr=False)
+class Price(Value):
     """What a model's tokens cost: US dollars per million tokens, cache reads and writes priced
     separately (``[budgets.prices.<model>]`` in config)."""
 
@@ -119,8 +120,8 @@ def _days(days: Iterable[int]) -> frozenset[int]:
     return frozenset(days)
 
 
-@frozen
-class PeakHours:
+@frozen(repr=False)
+class PeakHours(Value):
     """The hours of a week when peak prices apply, on a clock ``utc_offset_minutes`` ahead of
     UTC (a provider bills by its own wall clock, whatever the user's time zone).
 
@@ -143,8 +144,8 @@ class PeakHours:
         return any(start <= minute < end for start, end in self.windows)
 
 
-@frozen
-class PriceSchedule:
+@frozen(repr=False)
+class PriceSchedule(Value):
     """Prices that depend on the hour a call is made: ``peak`` inside ``peak_hours``,
     ``off_peak`` at every other time."""
 

@@ -25,6 +25,7 @@ from dsh.config import greater_than
 from dsh.content import Image, Text
 from dsh.errors import DshError
 from dsh.request import ToolSchema
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
@@ -138,8 +139,8 @@ class ToolError(DshError):
         self.code = code
 
 
-@frozen
-class ToolExecution:
+@frozen(repr=False)
+class ToolExecution(Value):
     """One tool call on its way to execution. ``arguments`` is the raw JSON string."""
 
     call_id: str
@@ -193,8 +194,8 @@ def _outside(path: str, root: Path, how: str) -> str:
     )
 
 
-@frozen
-class ToolOutcome:
+@frozen(repr=False)
+class ToolOutcome(Value):
     """What a tool call produced. ``code`` says why an error happened (``UNKNOWN_TOOL``,
     ``INVALID_ARGS``, ``TOOL_ERROR``, ``TOOL_TIMEOUT``, ``ABORTED``, ``DENIED``, ...)."""
 
@@ -207,8 +208,8 @@ class ToolOutcome:
         return cls((Text(f"Error: {message}"),), is_error=True, code=code)
 
 
-@frozen
-class Tool:
+@frozen(repr=False)
+class Tool(Value):
     """A schema plus ``execute(args, execution) -> content``; build one with ``@dsh.tool``.
 
     ``timeout_s`` bounds one call (``None``: the ``tools.default_timeout_s`` config;
@@ -227,8 +228,8 @@ class Tool:
         return self.schema.name
 
 
-@frozen
-class NoPolicyConfig:
+@frozen(repr=False)
+class NoPolicyConfig(Value):
     """Section ``permissions`` while no permission policy is loaded (the ``permissions`` plugin
     is disabled or failed to load): calls of tools that write files or run commands are denied,
     unless ``mode = "full"`` and no ``rules`` are given, which runs every call unrestricted. The
@@ -243,8 +244,8 @@ class NoPolicyConfig:
         return self.mode == "full" and not self.rules
 
 
-@frozen
-class ToolsConfig:
+@frozen(repr=False)
+class ToolsConfig(Value):
     """Section ``tools``: ``default_timeout_s`` bounds each call of a tool that sets no
     ``timeout_s`` of its own (greater than 0; ``inf`` for no bound)."""
 

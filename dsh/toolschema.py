@@ -23,6 +23,7 @@ import attrs
 from dsh.docstrings import parse_docstring
 from dsh.request import JsonObject
 from dsh.tools import ToolExecution
+from dsh.value import Value
 
 __all__ = ["Convert", "Shape", "arguments_shape", "field_shape", "shape_of", "validate"]
 
@@ -38,8 +39,8 @@ def _same(value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-@attrs.frozen
-class Shape:
+@attrs.frozen(repr=False)
+class Shape(Value):
     """A JSON Schema, and ``convert``: how a JSON value valid against it becomes the Python
     value the annotation names."""
 
@@ -47,8 +48,8 @@ class Shape:
     convert: Convert = _same
 
 
-@attrs.frozen
-class _Property:
+@attrs.frozen(repr=False)
+class _Property(Value):
     name: str
     shape: Shape
     required: bool

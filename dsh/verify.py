@@ -25,12 +25,13 @@ from dsh.chunks import FinishAborted, FinishError, FinishStop, TokenUsage
 from dsh.content import Block, Reasoning, Text
 from dsh.errors import LlmError
 from dsh.events import AssistantChunk, AssistantMessage, RetryEvent, SessionEvent, StepEnd
+from dsh.value import Value
 
 __all__ = ["Mismatch", "ReplayReport", "verify"]
 
 
-@frozen
-class Mismatch:
+@frozen(repr=False)
+class Mismatch(Value):
     """The message logged at ``seq`` (turn ``turn``, step ``step``) is not what its chunks,
     ``first_chunk``..``last_chunk`` (seqs; ``None`` when there were none), assemble to."""
 
@@ -53,8 +54,8 @@ class Mismatch:
         )
 
 
-@frozen
-class ReplayReport:
+@frozen(repr=False)
+class ReplayReport(Value):
     """What :func:`verify` found: ``verified`` messages matched, ``mismatches`` did not;
     ``unanswered`` steps had chunks but no message (failed, aborted or interrupted)."""
 

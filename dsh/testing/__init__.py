@@ -50,6 +50,7 @@ from dsh.session import (
     Writer,
 )
 from dsh.store import title_of
+from dsh.value import Value
 
 __all__ = [
     "Hang",
@@ -68,16 +69,16 @@ __all__ = [
 ]
 
 
-@frozen
-class RaiseError:
+@frozen(repr=False)
+class RaiseError(Value):
     """Script entry: the adapter raises ``LlmError(failure)`` after streaming ``before``."""
 
     failure: LlmFailure
     before: tuple[StreamChunk, ...] = ()
 
 
-@frozen
-class Hang:
+@frozen(repr=False)
+class Hang(Value):
     """Script entry: stream ``before``, then wait until cancelled."""
 
     before: tuple[StreamChunk, ...] = ()

@@ -85,6 +85,7 @@ from dsh.testing.mockserver.anthropic_checks import openai_body
 from dsh.testing.mockserver.catalogue import ScenarioSpec, resolve
 from dsh.testing.mockserver.wire import frame_bytes
 from dsh.tools import Tool, ToolExecution
+from dsh.value import Value
 from dsh.verify import verify
 
 __all__ = [
@@ -131,8 +132,8 @@ _CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 # -- what the kit runs against -------------------------------------------------------------
 
 
-@frozen
-class Endpoint:
+@frozen(repr=False)
+class Endpoint(Value):
     """Where the adapter under test must send its requests, for one run: the mock server's
     ``base_url`` (``POST {base_url}/chat/completions``), the ``api_key`` it requires, the
     ``idle_timeout_s`` to use (short in the stall cases) and, in the queued cases, the
@@ -163,8 +164,8 @@ WIRES: tuple[Wire, ...] = ("openai", "anthropic")
 ANTHROPIC_PATH = "/anthropic"
 
 
-@frozen
-class AdapterTarget:
+@frozen(repr=False)
+class AdapterTarget(Value):
     """The adapter under test: the model id it serves, and how to build a harness in which
     it serves that id against an :class:`Endpoint` — the ``plugins`` to load and the
     ``config``. Build one with :func:`adapter_target` or :func:`plugin_target`. ``wire``: the
@@ -210,8 +211,8 @@ Agreement = Literal["chunks", "outcome"]
 (the wires carry the same content, in the same order), or only the same ``outcome``."""
 
 
-@frozen
-class ConformanceCase:
+@frozen(repr=False)
+class ConformanceCase(Value):
     """One mock-server scenario and what it must come to.
 
     ``answer`` cases must stream the answer the wire carried (:func:`expected_answer`);
@@ -685,8 +686,8 @@ def _http_expectation(scenario: Scenario) -> tuple[int | None, float | None, str
 # -- running a case --------------------------------------------------------------------------
 
 
-@frozen
-class CaseReport:
+@frozen(repr=False)
+class CaseReport(Value):
     """What one adapter did in one case.
 
     ``model``: the id the adapter served; ``chunks``: what it streamed; ``raised``: the

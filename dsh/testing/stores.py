@@ -62,6 +62,7 @@ from dsh.events import (
 from dsh.request import ToolSchema
 from dsh.session import Session, SessionBusy, SessionConflict
 from dsh.testing import ScriptedAdapter, strategies, text_response, tool_call_response
+from dsh.value import Value
 
 __all__ = [
     "KIT_EVENT",
@@ -79,8 +80,8 @@ KIT_EVENT = "kit/event"
 UNKNOWN_EVENT = "kit/unregistered"
 
 
-@frozen
-class KitEvent:
+@frozen(repr=False)
+class KitEvent(Value):
     """Data of ``kit/event``, the plugin-registered event type of the checks."""
 
     name: str

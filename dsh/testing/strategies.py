@@ -48,6 +48,7 @@ from dsh.content import (
     UserSource,
 )
 from dsh.request import LlmRequest, ToolSchema
+from dsh.value import Value
 
 __all__ = [
     "StreamCase",
@@ -134,8 +135,8 @@ stream_chunks: st.SearchStrategy[StreamChunk] = st.one_of(
 )
 
 
-@frozen
-class StreamCase:
+@frozen(repr=False)
+class StreamCase(Value):
     """A chunk stream and what it means."""
 
     chunks: tuple[StreamChunk, ...]

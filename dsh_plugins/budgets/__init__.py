@@ -32,12 +32,13 @@ from dsh.events import (
 from dsh.harness import Harness
 from dsh.session import Session
 from dsh.tokens import Price, PriceBook
+from dsh.value import Value
 
 __all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
 
 
-@frozen
-class BudgetsConfig:
+@frozen(repr=False)
+class BudgetsConfig(Value):
     """Section ``budgets``; every limit is off unless set. A turn stops once a limit is
     reached, so a set limit is positive (a step or token limit at least 1)."""
 
@@ -49,8 +50,8 @@ class BudgetsConfig:
     prices: dict[str, Price] = field(factory=dict)
 
 
-@frozen
-class BudgetExceeded:
+@frozen(repr=False)
+class BudgetExceeded(Value):
     """Data of ``budget/exceeded``."""
 
     type: ClassVar[str] = "budget/exceeded"
@@ -66,8 +67,8 @@ _BILLED = (AssistantMessage, HistorySummary, SubagentEnd)
 _ACCOUNTED = (TurnStart, StepStart, *_BILLED)
 
 
-@define
-class _Spend:
+@define(repr=False)
+class _Spend(Value):
     """What one session spent, in total and in its current turn."""
 
     turn: int = 0

@@ -28,6 +28,7 @@ from attrs import frozen
 from dsh.agent import AgentOptions
 from dsh.config import load_toml
 from dsh.errors import DshError
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh_plugins.cluster.pool import RayPool
@@ -213,8 +214,8 @@ async def _down(pool: RayPool, local: LocalHead | None, out: TextIO) -> int:
 
 
 # -- the local head ----------------------------------------------------------------------------
-@frozen
-class LocalHead:
+@frozen(repr=False)
+class LocalHead(Value):
     """A one-node Ray cluster on 127.0.0.1 kept in ``temp_dir`` (Ray's temp dir for it).
 
     It is a ``ray start --head --block`` process of the installed Ray in a session of its own:

@@ -30,6 +30,7 @@ from dsh.harness import Harness
 from dsh.markers import hookimpl
 from dsh.session import SessionBusy, SessionConflict
 from dsh.store import AsyncBufferedStore, BufferedStore
+from dsh.value import Value
 from dsh_plugins.cluster.spec import HostSpec, load_plugin
 
 if TYPE_CHECKING:
@@ -51,8 +52,8 @@ BEAT_S = 2.0
 OWNER_SECTIONS = ("persistence_postgres",)
 
 
-@frozen
-class Elsewhere:
+@frozen(repr=False)
+class Elsewhere(Value):
     """The answer of a host that cannot take a session: another writer holds its lease.
     ``owner``: the holder's label (a host's name when the store labels leases with it), or
     ``None`` when the store does not say."""
@@ -61,13 +62,13 @@ class Elsewhere:
     reason: str
 
 
-@frozen
-class Beat:
+@frozen(repr=False)
+class Beat(Value):
     """Sent on an event stream that had nothing to send for :data:`BEAT_S`: the host lives."""
 
 
-@frozen
-class HostInfo:
+@frozen(repr=False)
+class HostInfo(Value):
     """What ``dsh cluster status`` shows of a host."""
 
     name: str

@@ -11,6 +11,7 @@ from attrs import field, frozen
 
 from dsh.agent import AgentOptions
 from dsh.errors import DshError
+from dsh.value import Value
 
 __all__ = ["HostSpec", "load_plugin"]
 
@@ -23,8 +24,8 @@ def _names(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-@frozen
-class HostSpec:
+@frozen(repr=False)
+class HostSpec(Value):
     """A host's harness: its ``config`` (the mapping a ``dsh.toml`` holds; it must name a store
     every host shares, such as ``persistence_postgres``), the host ``plugins`` beside the
     installed ones, each ``"module:attribute"`` (a class is instantiated), and the

@@ -46,6 +46,7 @@ from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.session import summary_message
 from dsh.tokens import TokenMeter, message_tokens
+from dsh.value import Value
 
 __all__ = ["CompactionConfig", "CompactionPlugin"]
 
@@ -61,8 +62,8 @@ SUMMARY_INSTRUCTION = (
 )
 
 
-@frozen
-class CompactionConfig:
+@frozen(repr=False)
+class CompactionConfig(Value):
     """Section ``compaction``.
 
     The threshold is the context window minus ``reserve_tokens`` (at most the model's output

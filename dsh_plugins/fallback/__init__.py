@@ -29,6 +29,7 @@ from dsh.content import Message, Reasoning
 from dsh.events import AssistantMessage
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
+from dsh.value import Value
 from dsh_plugins.retry import RetryPlugin
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ FALLBACK_EVENT = "llm/fallback"
 SECTION = "fallback"
 
 
-@frozen
-class FallbackConfig:
+@frozen(repr=False)
+class FallbackConfig(Value):
     """Section ``fallback``. ``chains`` maps a model id to the ids to try after it, in order;
     ``codes`` are the failure codes that move a turn on (the transient ones, and those another
     provider may not share: a missing key, an empty balance); ``sticky`` keeps an agent on the
@@ -61,8 +62,8 @@ class FallbackConfig:
     sticky: bool = False
 
 
-@frozen
-class FallbackEvent:
+@frozen(repr=False)
+class FallbackEvent(Value):
     """Data of ``llm/fallback``: attempt ``attempt`` of step ``step`` on ``from_model`` failed
     with ``code`` (``message``); the step runs again on ``to_model``."""
 
@@ -76,8 +77,8 @@ class FallbackEvent:
     message: str
 
 
-@frozen
-class _Switch:
+@frozen(repr=False)
+class _Switch(Value):
     """An agent's fallback: ``primary`` runs as ``model`` since attempt ``offset`` of
     ``step`` of ``turn``."""
 

@@ -25,6 +25,7 @@ from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent
 from dsh.streaming import EventReader, HttpClient, decode_json
+from dsh.value import Value
 from dsh_plugins.llm_anthropic.config import AnthropicConfig
 from dsh_plugins.llm_anthropic.events import EventTranslator
 from dsh_plugins.llm_anthropic.failures import (
@@ -43,8 +44,8 @@ API_VERSION = "2023-06-01"
 log = structlog.get_logger("dsh.llm_anthropic")
 
 
-@frozen
-class Provider:
+@frozen(repr=False)
+class Provider(Value):
     """One Messages API provider: the id prefix it serves, its name in messages, where its key
     comes from (environment variable, ``dsh keys`` name, config option)."""
 

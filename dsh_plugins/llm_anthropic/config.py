@@ -5,6 +5,7 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from dsh.config import at_least, greater_than
+from dsh.value import Value
 
 __all__ = [
     "ANTHROPIC_BASE_URL",
@@ -20,8 +21,8 @@ DEEPSEEK_BASE_URL = "https://api.deepseek.com/anthropic"
 DEEPSEEK_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
-@frozen
-class AnthropicConfig:
+@frozen(repr=False)
+class AnthropicConfig(Value):
     """Where and how the Messages API adapters connect: one for Anthropic (``anthropic/<model>``)
     and one for DeepSeek's Anthropic-format endpoint (``deepseek-anthropic/<model>``).
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from dsh.config import at_least, greater_than
+from dsh.value import Value
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "DeepSeekConfig"]
 
@@ -12,8 +13,8 @@ DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
-@frozen
-class DeepSeekConfig:
+@frozen(repr=False)
+class DeepSeekConfig(Value):
     """Where and how the DeepSeek adapter connects.
 
     ``models``: the models served; a current name also brings the retired names the API still

@@ -22,6 +22,7 @@ from attrs import frozen
 
 from dsh.llm import ModelInfo
 from dsh.tokens import PeakHours, Price, PriceSchedule
+from dsh.value import Value
 
 __all__ = [
     "ALIASES",
@@ -38,8 +39,8 @@ __all__ = [
 PEAK_HOURS = PeakHours(windows=((9 * 60, 12 * 60), (14 * 60, 18 * 60)), utc_offset_minutes=480)
 
 
-@frozen
-class DeepSeekModel:
+@frozen(repr=False)
+class DeepSeekModel(Value):
     """One model of the API: the name to send and what the pricing page says about it.
     ``peak`` prices apply in :data:`PEAK_HOURS`; off-peak prices are half of them."""
 

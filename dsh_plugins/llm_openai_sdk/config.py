@@ -6,6 +6,7 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from dsh.config import greater_than
+from dsh.value import Value
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "OpenAISdkConfig"]
 
@@ -13,8 +14,8 @@ DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
-@frozen
-class OpenAISdkConfig:
+@frozen(repr=False)
+class OpenAISdkConfig(Value):
     """Where and how the SDK adapter connects.
 
     ``models``: the models served; a current name also brings the retired names the API still

@@ -9,6 +9,7 @@ from attrs import field, frozen
 
 from dsh.config import at_least, greater_than
 from dsh.tokens import Price
+from dsh.value import Value
 
 __all__ = [
     "BUILT_IN",
@@ -38,8 +39,8 @@ def _positive(instance: Any, attribute: Any, value: int | None) -> None:
         at_least(1)(instance, attribute, value)
 
 
-@frozen
-class ModelSettings:
+@frozen(repr=False)
+class ModelSettings(Value):
     """What one model can do (``llm_providers.<provider>.models.<model>``).
 
     ``context_window`` and ``max_output_tokens`` are token counts (``None``: unknown; the
@@ -60,8 +61,8 @@ class ModelSettings:
     price: Price | None = None
 
 
-@frozen
-class ProviderSettings:
+@frozen(repr=False)
+class ProviderSettings(Value):
     """One provider (``llm_providers.<name>``, or ``llm_providers.custom.<name>``).
 
     Every field left unset takes the built-in profile's value (a custom provider has none,
@@ -100,8 +101,8 @@ class ProviderSettings:
     max_event_bytes: int = field(default=4 * 1024 * 1024, validator=at_least(1024))
 
 
-@frozen
-class LlmProvidersConfig:
+@frozen(repr=False)
+class LlmProvidersConfig(Value):
     """Section ``llm_providers``: a built-in profile is served once its table is present
     (``[llm_providers.ollama.models.qwen3]`` is enough); ``custom`` holds any other
     OpenAI-compatible endpoint by name."""

@@ -11,6 +11,7 @@ from typing import TypeVar
 from attrs import frozen
 
 from dsh.errors import ConfigError
+from dsh.value import Value
 from dsh_plugins.llm_providers.config import (
     ModelSettings,
     ProviderSettings,
@@ -23,8 +24,8 @@ __all__ = ["PROFILES", "Profile", "Provider", "resolve"]
 T = TypeVar("T")
 
 
-@frozen
-class Profile:
+@frozen(repr=False)
+class Profile(Value):
     """What a built-in endpoint is: where it listens, the key it wants (``key_required``:
     it refuses requests without one) and its wire quirks."""
 
@@ -63,8 +64,8 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-@frozen
-class Provider:
+@frozen(repr=False)
+class Provider(Value):
     """A provider as the adapter uses it: every setting decided."""
 
     name: str

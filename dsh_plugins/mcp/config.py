@@ -15,6 +15,7 @@ from attrs import field, frozen
 
 from dsh.config import OutOfRange, at_least, greater_than
 from dsh.errors import DshError
+from dsh.value import Value
 
 __all__ = [
     "INSTALL",
@@ -66,8 +67,8 @@ def _optional_positive(instance: Any, attribute: attrs.Attribute[Any], value: An
         greater_than(0)(instance, attribute, value)
 
 
-@frozen
-class McpServerConfig:
+@frozen(repr=False)
+class McpServerConfig(Value):
     """One MCP server: a program started with ``command`` and ``args`` (in ``cwd``, with
     ``env`` added to a minimal environment) that speaks MCP on stdio, or a streamable HTTP
     endpoint at ``url`` (sent ``headers``). ``enabled = false`` keeps it configured but not
@@ -97,8 +98,8 @@ class McpServerConfig:
         return f"http: {re.sub(r'//[^/@]*@', '//', str(self.url))}"
 
 
-@frozen
-class McpConfig:
+@frozen(repr=False)
+class McpConfig(Value):
     """Section ``mcp``. ``servers`` maps a name to a server; each of its tools becomes the dsh
     tool ``mcp__<name>__<tool>``. A tool's text output keeps its first and last halves of
     ``max_output_bytes``. A server that crashed is started again by the next call; after each

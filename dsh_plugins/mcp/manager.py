@@ -17,6 +17,7 @@ from attrs import frozen
 
 from dsh.errors import DshError
 from dsh.tools import Tool
+from dsh.value import Value
 from dsh_plugins.mcp.config import INSTALL, McpConfig, McpError, McpServerConfig
 
 if TYPE_CHECKING:
@@ -38,8 +39,8 @@ def sdk_missing() -> str | None:
     return f"the MCP SDK is not installed: run {INSTALL} to use MCP servers"
 
 
-@frozen
-class ServerStatus:
+@frozen(repr=False)
+class ServerStatus(Value):
     """A server as ``dsh mcp list`` shows it: ``state`` is ``disabled``, ``running``,
     ``failed``, ``crashed`` (started again on the next call) or ``stopped``; ``tools`` are the
     dsh names of its tools."""

@@ -25,6 +25,7 @@ from attrs import frozen
 
 from dsh.errors import LlmError
 from dsh.markers import hookimpl
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -45,8 +46,8 @@ API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
 PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 
 
-@frozen
-class OtelConfig:
+@frozen(repr=False)
+class OtelConfig(Value):
     """Section ``otel``. ``capture_content`` adds the prompts, the model's outputs and tool
     arguments and results to the spans as events: off by default, as they may hold secrets
     and personal data."""

@@ -42,6 +42,7 @@ from dsh.converter import dumps, unstructure
 from dsh.request import LlmRequest
 from dsh.tokens import Pricing
 from dsh.tools import ToolExecution, ToolOutcome
+from dsh.value import Value
 
 __all__ = [
     "ABORTED",
@@ -96,8 +97,8 @@ def error_of(exc: BaseException) -> tuple[str, str]:
     return type(exc).__qualname__, str(exc)
 
 
-@define
-class TurnSpan:
+@define(repr=False)
+class TurnSpan(Value):
     """A running turn: its ``invoke_agent`` span (``None`` when traces are not recorded), what
     its model calls left behind, and the cost of its calls by model, added when it ends."""
 
@@ -110,8 +111,8 @@ class TurnSpan:
     ended: bool = False
 
 
-@define
-class ToolCallSpan:
+@define(repr=False)
+class ToolCallSpan(Value):
     """An open ``execute_tool`` span; ``asked`` is set when a policy asked for approval."""
 
     span: Span | None
@@ -119,8 +120,8 @@ class ToolCallSpan:
     asked: bool = False
 
 
-@define
-class ChatCall:
+@define(repr=False)
+class ChatCall(Value):
     """What one model call reported, gathered while its stream runs."""
 
     span: Span | None

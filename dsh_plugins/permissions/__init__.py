@@ -23,6 +23,7 @@ from dsh.events import PermissionModeChange
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
 from dsh.tools import Effect, ToolExecution, ToolOutcome
+from dsh.value import Value
 from dsh_plugins.permissions.policy import (
     Decision,
     PermissionsConfig,
@@ -59,8 +60,8 @@ DECIDED = "approval/decided"
 log = structlog.get_logger("dsh.permissions")
 
 
-@frozen
-class ApprovalAsked:
+@frozen(repr=False)
+class ApprovalAsked(Value):
     """Data of ``approval/asked``: the host is asked whether call ``call_id`` (of tool
     ``name``, with ``arguments``) may run, and why it is asked."""
 
@@ -71,8 +72,8 @@ class ApprovalAsked:
     reason: str
 
 
-@frozen
-class ApprovalDecided:
+@frozen(repr=False)
+class ApprovalDecided(Value):
     """Data of ``approval/decided``: whether call ``call_id`` (of tool ``name``) may run,
     decided ``by`` a ``rule``, the ``mode`` or the ``approver`` (the host that was asked),
     and why."""

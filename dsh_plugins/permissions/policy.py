@@ -42,6 +42,7 @@ from typing import Any, Literal
 from attrs import frozen
 
 from dsh.tools import Effect, ToolError, confine
+from dsh.value import Value
 from dsh_plugins.permissions import commands
 
 __all__ = [
@@ -77,8 +78,8 @@ _DOES = {
 }
 
 
-@frozen
-class Rule:
+@frozen(repr=False)
+class Rule(Value):
     """One rule, e.g. ``{tool = "shell", match = "git status", action = "allow"}``: calls of a tool
     whose name matches the glob ``tool``, and whose subject (its ``command``, ``path``,
     ``pattern`` or ``url`` argument) matches the glob ``match``, get ``action``. For commands,
@@ -94,8 +95,8 @@ class Rule:
         return f'{{tool = "{self.tool}", match = "{self.match}", action = "{self.action}"}}'
 
 
-@frozen
-class PermissionsConfig:
+@frozen(repr=False)
+class PermissionsConfig(Value):
     """Section ``permissions``. ``rules`` are checked in order and the first that matches a
     call decides; without one, ``mode`` decides by what the tool declares it does: in
     ``plan`` and ``read-only`` reads run, writes and commands are denied (``plan`` denies
@@ -108,8 +109,8 @@ class PermissionsConfig:
     rules: tuple[Rule, ...] = ()
 
 
-@frozen
-class Decision:
+@frozen(repr=False)
+class Decision(Value):
     """What to do with a call, who decided (``rule``, ``mode`` or ``approver``) and why."""
 
     action: Action

@@ -28,6 +28,7 @@ from dsh.events import SessionEvent
 from dsh.markers import hookimpl
 from dsh.session import Session, SessionSummary
 from dsh.store import Batch, BufferedStore, Fsync
+from dsh.value import Value
 from dsh_plugins.persistence_jsonl.files import SessionFile
 from dsh_plugins.persistence_jsonl.format import decode_lines, parse_header
 
@@ -49,8 +50,8 @@ SECTION = "persistence_jsonl"
 log = structlog.get_logger("dsh_plugins.persistence_jsonl")
 
 
-@frozen
-class JsonlConfig:
+@frozen(repr=False)
+class JsonlConfig(Value):
     """Section ``persistence_jsonl``. ``dir`` defaults to ``$XDG_DATA_HOME/dsh/sessions``
     (``~/.local/share/dsh/sessions``). ``fsync``: ``turn`` (at turn end and close), also at
     every ``checkpoint``, or ``never`` (a killed process still loses nothing checkpointed; a

@@ -14,6 +14,7 @@ from attrs import field, frozen
 
 from dsh.config import at_least, greater_than
 from dsh.errors import DshError
+from dsh.value import Value
 
 __all__ = [
     "DSN_ENV",
@@ -42,8 +43,8 @@ def _identifier(instance: Any, attribute: attrs.Attribute[Any], value: str) -> N
         )
 
 
-@frozen
-class PostgresConfig:
+@frozen(repr=False)
+class PostgresConfig(Value):
     """Section ``persistence_postgres``. ``dsn`` (a secret: leave it out of config files) is
     read from the environment variable ``DSH_POSTGRES_DSN`` when not set here. ``schema``: the
     PostgreSQL schema that holds the tables (created and migrated on start). ``owner``: this

@@ -31,6 +31,7 @@ from dsh.events import SessionEvent
 from dsh.markers import hookimpl
 from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
 from dsh.store import Batch, BufferedStore, Fsync, LeaseInfo, title_of
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -98,8 +99,8 @@ ORDER BY updated DESC LIMIT :limit
 _DAMAGED = "check it with PRAGMA integrity_check; restore it from a backup"
 
 
-@frozen
-class SqliteConfig:
+@frozen(repr=False)
+class SqliteConfig(Value):
     """Section ``persistence_sqlite``. ``path`` defaults to ``$XDG_DATA_HOME/dsh/sessions.db``.
     ``fsync``: commits are synced at ``turn`` end (checkpoints commit without a sync, which a
     killed process survives), at every ``checkpoint``, or ``never``. ``quick_check`` runs
@@ -144,8 +145,8 @@ def process_alive(pid: int, started: int | None) -> bool:
     return state != "Z" and (started is None or start == started)
 
 
-@frozen
-class Lease:
+@frozen(repr=False)
+class Lease(Value):
     """A session's writer lease, as the ``writers`` row holds it.
 
     The holder takes it in the transaction of its first write and renews it (``renewed``) in

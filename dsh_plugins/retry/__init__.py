@@ -22,6 +22,7 @@ from dsh.chunks import LlmFailure
 from dsh.config import at_least, at_most
 from dsh.deprecation import moved
 from dsh.markers import hookimpl
+from dsh.value import Value
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -33,8 +34,8 @@ _MOVED = {"RETRY_EVENT": "dsh.events", "RetryEvent": "dsh.events"}
 SECTION = "retry"
 
 
-@frozen
-class RetryConfig:
+@frozen(repr=False)
+class RetryConfig(Value):
     """Section ``retry``. The n-th retry waits ``base_delay_s * 2**(n-1)``, capped at
     ``max_delay_s``, minus up to ``jitter`` of it at random. ``max_attempts`` counts model calls,
     the first included. A ``Retry-After`` longer than ``max_retry_after_s`` is not waited for:

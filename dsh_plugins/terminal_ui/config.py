@@ -5,6 +5,7 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from dsh.config import at_least
+from dsh.value import Value
 
 __all__ = ["DEFAULT_MODEL", "SECTION", "TerminalUiConfig"]
 
@@ -12,8 +13,8 @@ SECTION = "terminal_ui"
 DEFAULT_MODEL = "deepseek-flash"
 
 
-@frozen
-class TerminalUiConfig:
+@frozen(repr=False)
+class TerminalUiConfig(Value):
     """Defaults of ``dsh run`` and ``dsh chat``; their options win over these.
 
     ``model``: the model to talk to (``--model``); ``show_reasoning``: show the model's

@@ -47,6 +47,7 @@ from dsh.events import (
     TurnEndReason,
     TurnMaxTokens,
 )
+from dsh.value import Value
 from dsh_plugins.terminal_ui.progress import Progress
 from dsh_plugins.terminal_ui.style import Style
 
@@ -350,8 +351,8 @@ class Renderer:
             self.note(style.yellow(f"stopped: {reason.reason}"))
 
 
-@frozen
-class _Tally:
+@frozen(repr=False)
+class _Tally(Value):
     """What one compaction did, gathered from its events."""
 
     before: int = 0

@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 from attrs import frozen
 
+from dsh.value import Value
+
 __all__ = [
     "Approval",
     "Done",
@@ -38,46 +40,46 @@ __all__ = [
 T = TypeVar("T")
 
 
-@frozen
-class Line:
+@frozen(repr=False)
+class Line(Value):
     """A line typed on stdin, without its line break."""
 
     text: str
 
 
-@frozen
-class Eof:
+@frozen(repr=False)
+class Eof(Value):
     """Stdin ended (Ctrl-D on a terminal)."""
 
 
-@frozen
-class Interrupt:
+@frozen(repr=False)
+class Interrupt(Value):
     """Ctrl-C."""
 
 
-@frozen
-class Idle:
+@frozen(repr=False)
+class Idle(Value):
     """The agent finished working: nothing queued, no turn running."""
 
 
-@frozen(eq=False)
-class Approval:
+@frozen(eq=False, repr=False)
+class Approval(Value):
     """A policy asks whether a tool call may run: ask ``question``, resolve ``answer``."""
 
     question: str
     answer: concurrent.futures.Future[bool]
 
 
-@frozen
-class Draft:
+@frozen(repr=False)
+class Draft(Value):
     """Steering the user's abort kept from the model: offered at the next prompt to send or
     drop."""
 
     text: str
 
 
-@frozen(eq=False)
-class Done:
+@frozen(eq=False, repr=False)
+class Done(Value):
     """A coroutine submitted to the loop thread finished (or was cancelled)."""
 
     future: concurrent.futures.Future[Any]

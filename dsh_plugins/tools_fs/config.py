@@ -5,14 +5,15 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from dsh.config import at_least
+from dsh.value import Value
 
 __all__ = ["SECTION", "FsConfig"]
 
 SECTION = "tools_fs"
 
 
-@frozen
-class FsConfig:
+@frozen(repr=False)
+class FsConfig(Value):
     """Section ``tools_fs``.
 
     ``read_file`` returns at most ``max_lines`` lines and ``max_output_bytes`` bytes per call,

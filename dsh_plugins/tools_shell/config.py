@@ -6,6 +6,7 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from dsh.config import at_least, greater_than
+from dsh.value import Value
 
 __all__ = ["BASE_ENV", "SECRET_PATTERNS", "SECTION", "ShellConfig"]
 
@@ -53,8 +54,8 @@ BASE_ENV = (
 )
 
 
-@frozen
-class ShellConfig:
+@frozen(repr=False)
+class ShellConfig(Value):
     """Section ``tools_shell``.
 
     A command runs at most ``timeout_s`` (the model may ask for less or more, up to

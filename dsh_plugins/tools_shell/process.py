@@ -23,6 +23,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from dsh.value import Value
 from dsh_plugins.tools_shell.output import HeadTail
 
 __all__ = ["Completed", "run_command", "terminate_group"]
@@ -32,8 +33,8 @@ CHUNK = 65536
 POLL_S = 0.01
 
 
-@frozen
-class Completed:
+@frozen(repr=False)
+class Completed(Value):
     """How a command ended: its exit status (negative: killed by that signal), and whether it
     ran out of time (then its group was killed)."""
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from attrs import frozen
 
 from dsh.testing.mockserver.wire import DONE_FRAME, ChunkStyle, dumps, usage_json
+from dsh.value import Value
 
 __all__ = ["CREATED", "FINGERPRINT", "Ending", "Scenario", "error_reply", "reply", "split_words"]
 
@@ -23,8 +24,8 @@ Ending = Literal["close", "disconnect", "stall", "keep-alive"]
 every ``interval_s`` (or 10 ms) forever. The last two end when the server closes."""
 
 
-@frozen
-class Scenario:
+@frozen(repr=False)
+class Scenario(Value):
     """One answer. A ``status`` other than 200, or ``event_stream=False``, answers ``body``
     with ``content_type`` (an HTTP 200 that is not an event stream: a JSON error, a
     non-streamed completion, an HTML page, an empty body). Otherwise ``frames`` (SSE text,

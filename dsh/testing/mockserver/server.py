@@ -27,6 +27,7 @@ from dsh.testing.mockserver.catalogue import ScenarioSpec, check_spec, resolve
 from dsh.testing.mockserver.scenario import Scenario, error_reply
 from dsh.testing.mockserver.validate import serving_model, validate
 from dsh.testing.mockserver.wire import KEEP_ALIVE, TRACE_ID_HEADER, dumps, frame_bytes
+from dsh.value import Value
 
 __all__ = ["MODELS", "MockServer", "RecordedRequest", "completion_json"]
 
@@ -36,8 +37,8 @@ MODELS = ("deepseek-flash", "deepseek-v4-pro")
 _KEEP_ALIVE_INTERVAL_S = 0.01
 
 
-@frozen
-class RecordedRequest:
+@frozen(repr=False)
+class RecordedRequest(Value):
     """A request the server received: its path, headers and JSON body (``None`` if not JSON)."""
 
     path: str

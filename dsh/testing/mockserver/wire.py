@@ -7,6 +7,8 @@ from typing import Any
 
 from attrs import frozen
 
+from dsh.value import Value
+
 __all__ = [
     "DONE_FRAME",
     "KEEP_ALIVE",
@@ -57,8 +59,8 @@ def usage_json(
     return usage
 
 
-@frozen
-class ChunkStyle:
+@frozen(repr=False)
+class ChunkStyle(Value):
     """The envelope of every chunk of one response. ``usage_null``: with
     ``stream_options.include_usage`` every chunk carries ``"usage": null`` until the last."""
 

@@ -49,16 +49,15 @@ PackedEvent: TypeAlias = tuple[int, Packed]
 
 #: The chunk classes packed, by code (the tuple's fourth item). The deltas' codes come first.
 PACKED_CLASSES: tuple[type[Any], ...] = (TextDelta, ReasoningDelta, ToolCallDelta, BlockStart)
-_CLASSES = PACKED_CLASSES
 _TOOL_CALL = 2
 #: For each packed class: its code and a getter of its fields, in order.
 _FIELDS = {
     cls: (code, attrgetter(*(field.name for field in attrs.fields(cls))))
-    for code, cls in enumerate(_CLASSES)
+    for code, cls in enumerate(PACKED_CLASSES)
 }
 _CHUNK = AssistantChunk.type
 # ``attrgetter`` of one name gives the value, not a 1-tuple: every packed class has more fields.
-assert all(len(attrs.fields(cls)) > 1 for cls in _CLASSES)
+assert all(len(attrs.fields(cls)) > 1 for cls in PACKED_CLASSES)
 
 
 def pack(event: SessionEvent) -> SessionEvent | Packed:
@@ -77,7 +76,9 @@ def unpack(seq: int, kept: SessionEvent | Packed) -> SessionEvent:
     if not isinstance(kept, tuple):
         return kept
     time, turn, step, code, *fields = kept
-    return SessionEvent(_CHUNK, seq, time, AssistantChunk(turn, step, _CLASSES[code](*fields)))
+    return SessionEvent(
+        _CHUNK, seq, time, AssistantChunk(turn, step, PACKED_CLASSES[code](*fields))
+    )
 
 
 class EventLog(Sequence[SessionEvent]):
@@ -220,7 +221,7 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
             _, turn, step, code, index, *fields = run[0]
             text = 6 if code == _TOOL_CALL else 5
             yield DeltaRun(
-                _CLASSES[code],
+                PACKED_CLASSES[code],
                 base + position if view else events[position].seq,
                 turn,
                 step,

@@ -159,7 +159,8 @@ def _free_id(harness: Harness) -> str:
 
 async def _result(harness: Harness, agent: Agent, since: int) -> RunResult:
     events = agent.session.events[since:]  # read by data class: its chunks are not built
-    end = next(e.data for e in events.select(TurnEnd, reverse=True) if isinstance(e.data, TurnEnd))
+    end = next(events.select(TurnEnd, reverse=True)).data
+    assert isinstance(end, TurnEnd)  # what select() gives
     # What the run used: its own model calls and its sub-agents' (each ``subagent/end``).
     spent: list[tuple[float, AssistantMessage | SubagentEnd]] = []
     for event in events.select(AssistantMessage, SubagentEnd):

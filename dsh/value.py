@@ -1,7 +1,7 @@
 """The base of dsh's attrs classes: the ``repr`` attrs writes, as one function for all of them.
 
 attrs generates and compiles a ``__repr__`` for every class it builds, ~0.1 ms a class: with
-the ~150 classes of the core and the built-in plugins' configurations, ~13 ms of every start of
+the ~160 classes of the core and the built-in plugins' configurations, ~13 ms of every start of
 dsh (a third of what building them costs). A class declared ``@frozen(repr=False)`` (or
 ``@define(repr=False)``) that derives from :class:`Value` gets this one instead, which writes
 the same text: ``Name(field=value, ...)``, a field declared ``repr=False`` left out, one with a

@@ -190,6 +190,44 @@ class Clock:
             PROFILER.disable()
         return time.perf_counter() - self.wall, time.process_time() - self.cpu
 
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """Time spent in the block is not counted (a look the workload itself does not take)."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.wall += time.perf_counter() - wall
+            self.cpu += time.process_time() - cpu
+
+
+class Collections:
+    """The CPU time this process spends in the cyclic garbage collector while it is entered,
+    and how many collections of the oldest generation (which walk every tracked object) ran."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.full = 0
+        self._start = 0.0
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+            return
+        self.cpu += time.process_time() - self._start
+        self.full += info["generation"] == 2
+
+    def restart(self) -> None:
+        """Count from now (a :class:`Clock` starts with a collection of its own)."""
+        self.cpu, self.full = 0.0, 0
+
+    def __enter__(self) -> Collections:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._note)
+
 
 # -- the floor client -------------------------------------------------------------------------
 
@@ -476,37 +514,55 @@ def peak_rss_kb() -> float:
 
 async def w4_run(side: str, url: str, agents: int, steps: int) -> dict[str, float]:
     """One W4 measurement, in this (fresh) process: wall and CPU time, peak memory, memory held
-    per agent (resident memory with every agent done but still alive, minus before)."""
-    if side == "floor":
-        executed: list[str] = []
-        connector = aiohttp.TCPConnector(limit=0)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            base_kb = rss_kb()
-            clock = Clock()
-            texts = list(
-                await asyncio.gather(
-                    *(floor_tool_loop(session, url, executed) for _ in range(agents))
+    per agent (resident memory with every agent done but still alive, minus before), the CPU
+    time the garbage collector took and how many full collections ran while the clock ran, and
+    how many more objects the collector tracks per agent (counted with every agent done but
+    still alive; the count is not timed)."""
+    with Collections() as collections:
+        if side == "floor":
+            executed: list[str] = []
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                base_kb, before = rss_kb(), len(gc.get_objects())
+                clock = Clock()
+                collections.restart()
+                texts = list(
+                    await asyncio.gather(
+                        *(floor_tool_loop(session, url, executed) for _ in range(agents))
+                    )
                 )
-            )
-            held_kb = rss_kb() - base_kb
-        wall, cpu = clock.stop()
-    else:
-        bench = Bench()
-        async with dsh_harness(url, bench) as h:
-            base_kb = rss_kb()
-            clock = Clock()
-            created = [h.agent_loop.create(f"w4-{i}", dsh_options()) for i in range(agents)]
-            for agent in created:
-                agent.send("go")
-            await asyncio.gather(*(agent.wait_idle() for agent in created))
-            held_kb = rss_kb() - base_kb
-            texts = [assistant_text(agent) for agent in created]
-        wall, cpu = clock.stop()
-        executed = bench.executed
+                held_kb = rss_kb() - base_kb
+                with clock.aside():
+                    tracked = len(gc.get_objects()) - before
+            wall, cpu = clock.stop()
+        else:
+            bench = Bench()
+            async with dsh_harness(url, bench) as h:
+                base_kb, before = rss_kb(), len(gc.get_objects())
+                clock = Clock()
+                collections.restart()
+                created = [h.agent_loop.create(f"w4-{i}", dsh_options()) for i in range(agents)]
+                for agent in created:
+                    agent.send("go")
+                await asyncio.gather(*(agent.wait_idle() for agent in created))
+                held_kb = rss_kb() - base_kb
+                with clock.aside():
+                    tracked = len(gc.get_objects()) - before
+                texts = [assistant_text(agent) for agent in created]
+            wall, cpu = clock.stop()
+            executed = bench.executed
+        gc_cpu, full = collections.cpu, collections.full
     check(texts == [f"finished after {steps} steps"] * agents, f"W4 {side}: final answers")
     check(len(executed) == agents * steps, f"W4 {side}: tool calls executed")
-    peak_kb = peak_rss_kb()
-    return {"wall": wall, "cpu": cpu, "peak_kb": peak_kb, "held_kb": held_kb}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "peak_kb": peak_rss_kb(),
+        "held_kb": held_kb,
+        "gc_cpu": gc_cpu,
+        "full_collections": full,
+        "tracked": tracked / agents,
+    }
 
 
 def w4(
@@ -599,8 +655,10 @@ def machine() -> str:
 
 def w4_medians(
     server: FastServer, runs: int, agents: int, steps: int, env: dict[str, str]
-) -> tuple[Medians, dict[str, float], dict[str, float]]:
-    """W4 interleaved: the time medians, and per side the peak MB and KB held per agent."""
+) -> tuple[Medians, dict[str, dict[str, float]]]:
+    """W4 interleaved: the time medians, and per side the medians of the other figures of
+    :func:`w4_run` (peak memory and memory held per agent in KB, the collector's CPU seconds,
+    its full collections, the objects it tracks per agent)."""
     results: dict[str, list[dict[str, float]]] = {"floor": [], "dsh": []}
     for _ in range(runs):
         for side in ("floor", "dsh"):
@@ -609,9 +667,31 @@ def w4_medians(
         side: median_sample([Sample(r["wall"], r["cpu"], r["server_cpu"]) for r in rs])
         for side, rs in results.items()
     }
-    peak = {s: statistics.median(r["peak_kb"] / 1024 for r in rs) for s, rs in results.items()}
-    held = {s: statistics.median(r["held_kb"] / agents for r in rs) for s, rs in results.items()}
-    return Medians(samples["floor"], samples["dsh"], os.getloadavg()[0]), peak, held
+    figures = {
+        side: {key: statistics.median(r[key] for r in rs) for key in W4_FIGURES}
+        for side, rs in results.items()
+    }
+    return Medians(samples["floor"], samples["dsh"], os.getloadavg()[0]), figures
+
+
+#: What :func:`w4_medians` reports besides the times.
+W4_FIGURES = ("peak_kb", "held_kb", "gc_cpu", "full_collections", "tracked")
+
+
+def w4_rows(m: Medians, figures: dict[str, dict[str, float]], agents: int) -> list[str]:
+    """The lines under a W4 row: memory, and what the garbage collector cost each side."""
+    floor, dsh = figures["floor"], figures["dsh"]
+    return [
+        f"{'   peak memory of the process':<34} {floor['peak_kb'] / 1024:>9.1f}  "
+        f"{dsh['peak_kb'] / 1024:>7.1f} MB",
+        f"{'   memory held per agent':<34} {floor['held_kb'] / agents:>9.1f}  "
+        f"{dsh['held_kb'] / agents:>7.1f} KB   (target <= 40 KB at 1,000 agents)",
+        f"{'   objects the collector tracks':<34} {floor['tracked']:>9.0f}  "
+        f"{dsh['tracked']:>7.0f} per agent",
+        f"{'   CPU in garbage collection':<34} {floor['gc_cpu']:>9.3f}s {dsh['gc_cpu']:>7.3f}s "
+        f"  ({floor['gc_cpu'] / m.floor.cpu:.0%} / {dsh['gc_cpu'] / m.dsh.cpu:.0%} of the CPU; "
+        f"full collections {floor['full_collections']:.0f} / {dsh['full_collections']:.0f})",
+    ]
 
 
 #: The workloads ``--only`` may name.
@@ -653,15 +733,9 @@ def report(
         m = interleaved(runs, lambda side: w3(side, server, env))
         print(row("W3 spawn to first token", m, "<= 1.3x"))
     for agents in sizes["agents"] if "W4" in only else ():
-        m, peak, held = w4_medians(server, runs, agents, sizes["agent_steps"], env)
+        m, figures = w4_medians(server, runs, agents, sizes["agent_steps"], env)
         print(row(f"W4 {agents:,} agents x {sizes['agent_steps']} steps", m, "<= 1.5x"))
-        print(
-            f"{'   peak memory of the process':<34} {peak['floor']:>9.1f}  {peak['dsh']:>7.1f} MB"
-        )
-        print(
-            f"{'   memory held per agent':<34} {held['floor']:>9.1f}  {held['dsh']:>7.1f} KB"
-            "   (target <= 40 KB at 1,000 agents)"
-        )
+        print("\n".join(w4_rows(m, figures, agents)))
     print(f"finished — load {os.getloadavg()[0]:.1f}")
 
 
@@ -747,8 +821,8 @@ def scale(
     if "W4" in only:
         points = []
         for agents in (100, 1_000, 5_000):
-            m, _, held = w4_medians(server, max(1, runs // 2), agents, 5, env)
-            points.append(Point(agents, m, held["dsh"]))
+            m, figures = w4_medians(server, max(1, runs // 2), agents, 5, env)
+            points.append(Point(agents, m, figures["dsh"]["held_kb"] / agents))
         print("\n".join(growth_rows("W4 agents", "agent", points)), flush=True)
     print(f"finished — load {os.getloadavg()[0]:.1f}")
 

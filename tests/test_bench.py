@@ -190,6 +190,7 @@ def test_without_leaves_plugins_out_of_every_dsh_side_and_says_so(
     out = capsys.readouterr().out
     assert "dsh side without persistence_jsonl, budgets: a decomposition" in out
     assert "W4 2 agents x 3 steps" in out
+    assert "objects the collector tracks" in out and "CPU in garbage collection" in out
 
 
 def test_a_clock_starts_after_the_garbage_of_earlier_runs_is_collected() -> None:
@@ -205,6 +206,44 @@ def test_a_clock_starts_after_the_garbage_of_earlier_runs_is_collected() -> None
         assert left() is None
     finally:
         gc.enable()
+
+
+def test_time_set_aside_is_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = {"wall": 10.0, "cpu": 5.0}
+    monkeypatch.setattr(run.time, "perf_counter", lambda: now["wall"])
+    monkeypatch.setattr(run.time, "process_time", lambda: now["cpu"])
+    clock = run.Clock()
+    now["wall"] += 1.0
+    now["cpu"] += 0.5
+    with clock.aside():  # e.g. counting the objects the collector tracks
+        now["wall"] += 7.0
+        now["cpu"] += 3.0
+    now["wall"] += 1.0
+    assert clock.stop() == (2.0, 0.5)
+
+
+def test_collections_count_the_collectors_cpu_and_full_collections() -> None:
+    with run.Collections() as collections:
+        gc.collect(0)
+        assert collections.cpu >= 0.0 and collections.full == 0
+        collections.restart()
+        gc.collect()
+        gc.collect()
+        assert collections.full == 2
+        spent = collections.cpu
+    assert collections._note not in gc.callbacks  # entered and left
+    gc.collect()
+    assert collections.full == 2 and collections.cpu == spent
+
+
+def test_w4_rows_show_memory_and_the_collectors_share() -> None:
+    side = {"peak_kb": 2048.0, "held_kb": 3000.0, "gc_cpu": 0.25, "full_collections": 3.0}
+    figures = {"floor": {**side, "tracked": 30.0}, "dsh": {**side, "tracked": 280.0}}
+    lines = run.w4_rows(samples(1.0, 2.0), figures, 100)
+    assert lines[0].split()[-3:] == ["2.0", "2.0", "MB"]
+    assert "30.0     30.0 KB" in lines[1]
+    assert lines[2].split()[-4:] == ["30", "280", "per", "agent"]
+    assert "(25% / 12% of the CPU; full collections 3 / 3)" in lines[3]
 
 
 def samples(floor_cpu: float, dsh_cpu: float, server_cpu: float = 0.0) -> Any:

@@ -757,13 +757,22 @@ class Point:
     size: int
     medians: Medians
     held_kb: float = 0.0
+    #: CPU seconds each side spent in the garbage collector (floor, dsh), where measured.
+    gc_cpu: tuple[float, float] | None = None
+
+    def without_collector(self) -> tuple[float, float]:
+        """Each side's CPU seconds (floor, dsh) less what the collector took."""
+        floor_gc, dsh_gc = self.gc_cpu or (0.0, 0.0)
+        return self.medians.floor.cpu - floor_gc, self.medians.dsh.cpu - dsh_gc
 
 
 def growth_rows(name: str, unit: str, points: Sequence[Point]) -> list[str]:
     """One line per size: CPU per unit on each side, and how cost grew from the size before
     against how the work grew; a growth above ``LINEAR_SLACK`` times the work is flagged, and
     marked as dsh's own when the part dsh adds over the floor grew that fast as well (where
-    only the floor's part did, the cause is shared: bytes sent, the HTTP stack)."""
+    only the floor's part did, the cause is shared: bytes sent, the HTTP stack). Where the
+    collector's CPU was measured, the growth without it is shown too, and a super-linear growth
+    that is linear without it is marked as the collector's."""
     lines = []
     for before, point in zip((None, *points), points, strict=False):
         m = point.medians
@@ -786,9 +795,22 @@ def growth_rows(name: str, unit: str, points: Sequence[Point]) -> list[str]:
                 f"  | work x{work:.0f}: dsh cost x{dsh_growth:.1f}, floor x{floor_growth:.1f}, "
                 f"dsh over the floor x{extra_growth:.1f}"
             )
+            if point.gc_cpu is not None and before.gc_cpu is not None:
+                (floor_now, dsh_now), (floor_then, dsh_then) = (
+                    point.without_collector(),
+                    before.without_collector(),
+                )
+                bare = dsh_now / dsh_then
+                line += (
+                    f"; without the collector dsh x{bare:.1f}, floor x{floor_now / floor_then:.1f}"
+                )
+            else:
+                bare = dsh_growth
             if dsh_growth > work * LINEAR_SLACK:
                 line += "  SUPER-LINEAR"
-                if extra_growth > work * LINEAR_SLACK:
+                if bare <= work * LINEAR_SLACK:
+                    line += " (the collector's)"
+                elif extra_growth > work * LINEAR_SLACK:
                     line += " (dsh's own share too)"
             if before.held_kb and point.held_kb > before.held_kb * LINEAR_SLACK:
                 line += "  MEMORY/AGENT GROWS"
@@ -822,7 +844,8 @@ def scale(
         points = []
         for agents in (100, 1_000, 5_000):
             m, figures = w4_medians(server, max(1, runs // 2), agents, 5, env)
-            points.append(Point(agents, m, figures["dsh"]["held_kb"] / agents))
+            collector = (figures["floor"]["gc_cpu"], figures["dsh"]["gc_cpu"])
+            points.append(Point(agents, m, figures["dsh"]["held_kb"] / agents, collector))
         print("\n".join(growth_rows("W4 agents", "agent", points)), flush=True)
     print(f"finished — load {os.getloadavg()[0]:.1f}")
 

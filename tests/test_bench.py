@@ -269,6 +269,25 @@ def test_scale_rows_flag_super_linear_cost_and_growing_memory() -> None:
     assert "SUPER-LINEAR  load" in run.growth_rows("W", "unit", shared)[1]
 
 
+def test_scale_rows_tell_the_collectors_growth_from_the_rest() -> None:
+    # dsh x15 in all, of which x10 without the collector: the super-linear term is the collector's.
+    collector = [
+        run.Point(10, samples(1, 2), 50.0, (0.1, 0.2)),
+        run.Point(100, samples(12, 30), 50.0, (3.0, 12.0)),
+    ]
+    line = run.growth_rows("W", "unit", collector)[1]
+    assert "without the collector dsh x10.0, floor x10.0" in line
+    assert "SUPER-LINEAR (the collector's)" in line
+    # Without the collector it still grows x20: dsh's own.
+    own = [
+        run.Point(10, samples(1, 2), 50.0, (0.1, 0.2)),
+        run.Point(100, samples(10, 40), 50.0, (0.9, 4.0)),
+    ]
+    line = run.growth_rows("W", "unit", own)[1]
+    assert "without the collector dsh x20.0" in line
+    assert "SUPER-LINEAR (dsh's own share too)" in line
+
+
 def test_the_breakdown_puts_each_function_in_its_layer() -> None:
     assert breakdown.layer("/x/dsh/sse.py:40(feed)") == "SSE parsing"
     assert breakdown.layer("/usr/lib/json/decoder.py:332(decode)") == "JSON decoding"

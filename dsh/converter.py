@@ -10,17 +10,17 @@ from __future__ import annotations
 import functools
 import json
 import json.encoder
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
-from dsh.chunks import FinishReason, StreamChunk
+from dsh.chunks import Finish, FinishReason, StreamChunk, TokenUsage, UsageChunk
 from dsh.content import Block, Image, MessageSource, Text
 from dsh.errors import DshError
-from dsh.eventlog import PACKED_CLASSES, Packed
+from dsh.eventlog import PACKED_CLASSES, PACKED_DATA, Packed
 from dsh.events import (
     CORE_EVENT_TYPES,
     AssistantChunk,
@@ -140,33 +140,54 @@ def structure(data: Any, cls: Any) -> Any:
     return converter.structure(data, cls)
 
 
-def _packed_chunk(cls: type[Any]) -> Callable[[list[Any]], dict[str, Any]]:
-    """What the converter writes for a chunk of the packed class ``cls`` from its fields, in
-    order, as a packed tuple holds them: each field by name (one left at its default omitted),
-    then the tag. The packed classes' fields are plain values (strings, integers, ``None``),
-    which the converter writes as they are."""
+def _row(cls: type[Any], tag: str | None = None) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """What the converter writes for a ``cls`` from its fields' values, in order: each field by
+    name (one left at its default omitted), then the tag of a union member. For classes whose
+    fields are plain values (strings, numbers, ``None``), which the converter writes as they
+    are: those a packed tuple holds."""
     fields = attrs.fields(cls)
+    assert not any(isinstance(field.default, attrs.Factory) for field in fields)  # type: ignore[arg-type]
     names = tuple(field.name for field in fields)
     defaults = tuple(
         (position, field.name, field.default)
         for position, field in enumerate(fields)
         if field.default is not attrs.NOTHING
     )
-    tag = _TAGS[cls]
 
-    def chunk_row(values: list[Any]) -> dict[str, Any]:
-        row = dict(zip(names, values, strict=True))
+    def row(values: Sequence[Any]) -> dict[str, Any]:
+        written = dict(zip(names, values, strict=True))
         for position, name, default in defaults:
             if values[position] == default:
-                del row[name]
-        row["type"] = tag
-        return row
+                del written[name]
+        if tag is not None:
+            written["type"] = tag
+        return written
 
-    return chunk_row
+    return row
 
 
-#: By packed code: a chunk's row from the fields its packed tuple holds.
-_PACKED_CHUNKS = tuple(_packed_chunk(cls) for cls in PACKED_CLASSES)
+_USAGE_ROW = _row(TokenUsage)
+
+
+def _usage_row(counts: Sequence[Any]) -> dict[str, Any]:
+    return {"usage": _USAGE_ROW(counts), "type": _TAGS[UsageChunk]}
+
+
+def _finish_row(fields: Sequence[Any]) -> dict[str, Any]:
+    return {"reason": {"type": fields[0]}, "type": _TAGS[Finish]}
+
+
+#: By packed code: a chunk's row from what its packed tuple holds after turn, step and code
+#: (a usage chunk's counts, a finish's reason tag; every other chunk's fields).
+_PACKED_CHUNKS = (
+    *(_row(cls, _TAGS[cls]) for cls in PACKED_CLASSES[:4]),
+    _usage_row,
+    _finish_row,
+)
+assert PACKED_CLASSES[4:] == (UsageChunk, Finish)
+#: By packed code (from ``len(PACKED_CLASSES)`` on): an event's type and its data's row.
+_PACKED_DATA = tuple((cls.type, _row(cls)) for cls in PACKED_DATA)
+_FIRST_DATA = len(PACKED_CLASSES)
 _CHUNK = AssistantChunk.type
 
 
@@ -194,12 +215,14 @@ class EventCodec:
         return {"type": event.type, "seq": event.seq, "time": event.time, "data": fields}
 
     def encode_packed(self, seq: int, packed: Packed) -> dict[str, Any]:
-        """What :meth:`encode` gives for the chunk event ``unpack(seq, packed)``, without
-        building it (:func:`dsh.eventlog.runs` gives a store's batch so)."""
+        """What :meth:`encode` gives for the event ``unpack(seq, packed)``, without building it
+        (:func:`dsh.eventlog.runs` gives a store's batch so)."""
         time, turn, step, code, *fields = packed
-        chunk = _PACKED_CHUNKS[code](fields)
-        data = {"turn": turn, "step": step, "chunk": chunk}
-        return {"type": _CHUNK, "seq": seq, "time": time, "data": data}
+        if code < _FIRST_DATA:
+            data = {"turn": turn, "step": step, "chunk": _PACKED_CHUNKS[code](fields)}
+            return {"type": _CHUNK, "seq": seq, "time": time, "data": data}
+        name, row = _PACKED_DATA[code - _FIRST_DATA]
+        return {"type": name, "seq": seq, "time": time, "data": row((turn, step, *fields))}
 
     def decode(self, raw: Mapping[str, Any]) -> SessionEvent:
         name = raw["type"]

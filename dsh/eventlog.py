@@ -6,32 +6,56 @@ garbage collector tracks (the :class:`~dsh.events.SessionEvent`, its
 :class:`~dsh.events.AssistantChunk` and the chunk) and walks at every full collection for as
 long as the session lives, ~190 bytes besides its text. :func:`pack` turns such an event into
 ``(time, turn, step, code, *chunk fields)``: a tuple of strings and numbers, which the collector
-stops tracking the first time it meets it, ~100 bytes. :func:`unpack` builds an equal event again
-when the log is read, through an :class:`EventLog`. Every other event (and a chunk of a
-subclass, or an event logged under another type) stays the object it was.
+stops tracking the first time it meets it, ~100 bytes. A step's usage and finish chunks (one
+whose reason carries no failure) are packed the same way, their usage counts and reason tag
+flattened into the tuple, and so is every event whose data is of a class of
+:data:`PACKED_DATA` (a step's start and end, a tool call, an error, a retry: plain fields, turn
+and step first), as ``(time, turn, step, code, *other fields)``. :func:`unpack` builds an equal
+event again when the log is read, through an :class:`EventLog`. Every other event (and data or
+a chunk of a subclass, or an event logged under another type) stays the object it was.
 
-A store writes the log without building its chunk events again: :func:`runs` gives its events
+A store writes the log without building its packed events again: :func:`runs` gives its events
 with each run of deltas of one block as one :class:`DeltaRun` (texts and times side by side),
-read from the packed tuples when it is given a view of the log, and any other chunk event kept
-packed as its ``(seq, packed tuple)``, which
+read from the packed tuples when it is given a view of the log, and any other event kept packed
+as its ``(seq, packed tuple)``, which
 :meth:`EventCodec.encode_packed <dsh.converter.EventCodec.encode_packed>` writes as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any, TypeAlias, cast, overload
 
 import attrs
 from attrs import frozen
 
-from dsh.chunks import BlockStart, ReasoningDelta, TextDelta, ToolCallDelta
-from dsh.events import AssistantChunk, SessionEvent
+from dsh.chunks import (
+    BlockStart,
+    Finish,
+    FinishMaxTokens,
+    FinishStop,
+    FinishToolCalls,
+    ReasoningDelta,
+    TextDelta,
+    TokenUsage,
+    ToolCallDelta,
+    UsageChunk,
+)
+from dsh.events import (
+    AssistantChunk,
+    ErrorEvent,
+    RetryEvent,
+    SessionEvent,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+)
 from dsh.value import Value
 
 __all__ = [
     "PACKED_CLASSES",
+    "PACKED_DATA",
     "DeltaRun",
     "EventLog",
     "Packed",
@@ -48,26 +72,95 @@ Packed: TypeAlias = tuple[Any, ...]
 PackedEvent: TypeAlias = tuple[int, Packed]
 
 #: The chunk classes packed, by code (the tuple's fourth item). The deltas' codes come first.
-PACKED_CLASSES: tuple[type[Any], ...] = (TextDelta, ReasoningDelta, ToolCallDelta, BlockStart)
+PACKED_CLASSES: tuple[type[Any], ...] = (
+    TextDelta,
+    ReasoningDelta,
+    ToolCallDelta,
+    BlockStart,
+    UsageChunk,
+    Finish,
+)
 _TOOL_CALL = 2
-#: For each packed class: its code and a getter of its fields, in order.
-_FIELDS = {
-    cls: (code, attrgetter(*(field.name for field in attrs.fields(cls))))
-    for code, cls in enumerate(PACKED_CLASSES)
+#: The event data classes packed whole, by code after the chunks' (``len(PACKED_CLASSES)`` on):
+#: their fields are plain values (strings, numbers, ``None``), ``turn`` and ``step`` first.
+PACKED_DATA: tuple[type[Any], ...] = (StepStart, StepEnd, ToolCallEvent, ErrorEvent, RetryEvent)
+_FIRST_DATA = len(PACKED_CLASSES)
+
+#: A getter of some fields of a value, as a tuple.
+_Values: TypeAlias = Callable[[Any], tuple[Any, ...]]
+
+
+def _values(names: Sequence[str]) -> _Values:
+    """The fields ``names`` of a value, as a tuple (``attrgetter`` of one name gives the value
+    itself, of none it cannot be made)."""
+    if not names:
+        return lambda _: ()
+    get = attrgetter(*names)
+    return get if len(names) > 1 else lambda value: (get(value),)
+
+
+def _names(cls: type[Any]) -> list[str]:
+    return [field.name for field in attrs.fields(cls)]
+
+
+_USAGE = attrgetter(*_names(TokenUsage))
+#: The finish reasons without fields, by class and by tag: a finish packs its reason's tag.
+_REASONS: dict[Any, type[Any]] = {
+    cls.type: cls for cls in (FinishStop, FinishToolCalls, FinishMaxTokens)
 }
+_REASON_TAGS = {cls: (tag,) for tag, cls in _REASONS.items()}
+
+
+def _usage_values(chunk: UsageChunk) -> tuple[Any, ...] | None:
+    return _USAGE(chunk.usage) if type(chunk.usage) is TokenUsage else None
+
+
+def _build_usage(*counts: int) -> UsageChunk:
+    return UsageChunk(TokenUsage(*counts))
+
+
+def _build_finish(tag: str) -> Finish:
+    return Finish(_REASONS[tag]())
+
+
+#: For each packed chunk class: its code and a getter of what the tuple keeps of it (``None``:
+#: this one is kept as an object).
+_FIELDS: dict[Any, tuple[int, Callable[[Any], tuple[Any, ...] | None]]] = {
+    cls: (code, _values(_names(cls))) for code, cls in enumerate(PACKED_CLASSES[:4])
+}
+_FIELDS[UsageChunk] = (4, _usage_values)
+_FIELDS[Finish] = (5, lambda chunk: _REASON_TAGS.get(type(chunk.reason)))
+#: By code: the chunk from what its tuple keeps.
+_BUILD: tuple[Callable[..., Any], ...] = (*PACKED_CLASSES[:4], _build_usage, _build_finish)
+#: For each packed data class: its code and a getter of its fields after ``turn`` and ``step``.
+_DATA: dict[Any, tuple[int, _Values]] = {
+    cls: (_FIRST_DATA + code, _values(_names(cls)[2:])) for code, cls in enumerate(PACKED_DATA)
+}
+assert all(_names(cls)[:2] == ["turn", "step"] for cls in PACKED_DATA)
+#: By code: the class of the data of the event a tuple keeps.
+_KEPT: tuple[type[Any], ...] = (AssistantChunk,) * _FIRST_DATA + PACKED_DATA
 _CHUNK = AssistantChunk.type
-# ``attrgetter`` of one name gives the value, not a 1-tuple: every packed class has more fields.
-assert all(len(attrs.fields(cls)) > 1 for cls in PACKED_CLASSES)
 
 
 def pack(event: SessionEvent) -> SessionEvent | Packed:
-    """``event`` as the log keeps it: packed if it is a delta's or block start's chunk event."""
-    data = event.data
-    if type(data) is AssistantChunk and event.type == _CHUNK:
+    """``event`` as the log keeps it: packed if it is a chunk event of a class of
+    :data:`PACKED_CLASSES` (a usage chunk with a plain :class:`~dsh.chunks.TokenUsage`, a
+    finish without a failure) or its data is of a class of :data:`PACKED_DATA`, logged under
+    its own type."""
+    data: Any = event.data  # an AssistantChunk, or of a class of PACKED_DATA where it is packed
+    cls = type(data)
+    if cls is AssistantChunk:
         found = _FIELDS.get(type(data.chunk))
-        if found is not None:
-            code, fields = found
-            return (event.time, data.turn, data.step, code, *fields(data.chunk))
+        if found is not None and event.type == _CHUNK:
+            code, values = found
+            fields = values(data.chunk)
+            if fields is not None:
+                return (event.time, data.turn, data.step, code, *fields)
+        return event
+    found = _DATA.get(cls)
+    if found is not None and event.type == cls.type:
+        code, values = found
+        return (event.time, data.turn, data.step, code, *values(data))
     return event
 
 
@@ -76,9 +169,11 @@ def unpack(seq: int, kept: SessionEvent | Packed) -> SessionEvent:
     if not isinstance(kept, tuple):
         return kept
     time, turn, step, code, *fields = kept
-    return SessionEvent(
-        _CHUNK, seq, time, AssistantChunk(turn, step, PACKED_CLASSES[code](*fields))
-    )
+    if code < _FIRST_DATA:
+        chunk = _BUILD[code](*fields)
+        return SessionEvent(_CHUNK, seq, time, AssistantChunk(turn, step, chunk))
+    cls = _KEPT[code]
+    return SessionEvent(cls.type, seq, time, cls(turn, step, *fields))
 
 
 class EventLog(Sequence[SessionEvent]):
@@ -130,10 +225,10 @@ class EventLog(Sequence[SessionEvent]):
     def select(self, *data: type[Any], reverse: bool = False) -> Iterator[SessionEvent]:
         """The events whose ``data`` is an instance of one of the classes ``data``, in order (or
         last first, with ``reverse``): what ``(e for e in view if isinstance(e.data, ...))``
-        gives, without building the chunk events kept packed unless
-        :class:`~dsh.events.AssistantChunk` is asked for. Use it to find an event in a long
-        log: ``next(session.events.select(TurnEnd, reverse=True), None)``."""
-        chunks = any(issubclass(AssistantChunk, cls) for cls in data)
+        gives, without building the events kept packed whose class was not asked for (the
+        chunk events unless :class:`~dsh.events.AssistantChunk` is). Use it to find an event in
+        a long log: ``next(session.events.select(TurnEnd, reverse=True), None)``."""
+        wanted = tuple(issubclass(cls, data) for cls in _KEPT)
         kept = self._kept
         seqs = (
             range(self._stop - 1, self._start - 1, -1)
@@ -145,7 +240,7 @@ class EventLog(Sequence[SessionEvent]):
             if not isinstance(item, tuple):
                 if isinstance(item.data, data):
                     yield item
-            elif chunks:
+            elif wanted[item[3]]:
                 yield unpack(seq, item)
 
     def __eq__(self, other: object) -> bool:

@@ -33,7 +33,6 @@ from dsh.errors import DshError
 from dsh.eventlog import EventLog, Packed, pack
 from dsh.events import (
     CORE_EVENT_TYPES,
-    AssistantChunk,
     AssistantMessage,
     ContextMessage,
     EventData,
@@ -373,7 +372,7 @@ class Session:
 
     def _add(self, name: str, data: EventData) -> SessionEvent:
         event = SessionEvent(name, len(self._events), time.time(), data)
-        self._events.append(pack(event) if type(data) is AssistantChunk else event)
+        self._events.append(pack(event))
         if self._hooks is not None:
             self._hooks.session_event(self, event)
         return event

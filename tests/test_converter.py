@@ -137,6 +137,20 @@ def test_a_packed_chunk_event_is_encoded_as_the_event_it_stands_for(
     assert json.dumps(row) == json.dumps(expected)  # same keys in the same order, same values
 
 
+@given(data=ds.packed_event_data, seq=ints, time=st.floats())
+def test_a_packed_event_is_encoded_as_the_event_it_stands_for(
+    data: Any, seq: int, time: float
+) -> None:
+    """A step's start and end, a tool call, an error or a retry is kept packed too, and written
+    from its tuple: the same row as the event built again."""
+    event = SessionEvent(data.type, seq, time, data)
+    kept = pack(event)
+    assert isinstance(kept, tuple)
+    codec = EventCodec()
+    row, expected = codec.encode_packed(seq, kept), codec.encode(event)
+    assert json.dumps(row) == json.dumps(expected)
+
+
 def test_unions_are_tagged_with_the_seeds_hyphenated_names() -> None:
     chunk = Finish(FinishError(LlmFailure("boom", "SERVER")))
     assert unstructure(chunk) == {

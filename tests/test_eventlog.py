@@ -1,4 +1,5 @@
-"""The in-memory log: delta chunk events kept packed, read back equal through EventLog views."""
+"""The in-memory log: chunk events and plain events kept packed, read back equal through
+EventLog views."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import gc
 import itertools
 import pickle
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,17 +17,44 @@ from dsh.chunks import (
     BlockEnd,
     BlockStart,
     Finish,
+    FinishError,
+    FinishMaxTokens,
     FinishStop,
+    FinishToolCalls,
+    LlmFailure,
     ReasoningDelta,
     StreamChunk,
     TextDelta,
+    TokenUsage,
     ToolCallDelta,
+    UsageChunk,
 )
 from dsh.content import Text
-from dsh.eventlog import DeltaRun, EventLog, Packed, PackedEvent, pack, runs, unpack
-from dsh.events import AssistantChunk, SessionEvent, StepStart, TurnStart, UserMessage
+from dsh.eventlog import (
+    PACKED_DATA,
+    DeltaRun,
+    EventLog,
+    Packed,
+    PackedEvent,
+    pack,
+    runs,
+    unpack,
+)
+from dsh.events import (
+    AssistantChunk,
+    ErrorEvent,
+    RetryEvent,
+    SessionEvent,
+    StepBoundary,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnStart,
+    UserMessage,
+)
 from dsh.session import Session
-from dsh.testing.strategies import stream_chunks
+from dsh.testing.strategies import packed_event_data, stream_chunks
 
 PACKED: list[StreamChunk] = [
     TextDelta(0, "hello"),
@@ -33,34 +62,94 @@ PACKED: list[StreamChunk] = [
     ToolCallDelta(2, "call-1", '{"a":', "echo"),
     ToolCallDelta(2, "call-1", "1}"),
     BlockStart(3, "text"),
+    UsageChunk(TokenUsage(10, 5, 3, 0, 2)),
+    UsageChunk(TokenUsage()),
+    Finish(FinishStop()),
+    Finish(FinishToolCalls()),
+    Finish(FinishMaxTokens()),
 ]
 
 
+def _plain(kept: object) -> bool:
+    return isinstance(kept, tuple) and all(
+        isinstance(v, str | int | float | type(None)) for v in kept
+    )
+
+
 @pytest.mark.parametrize("chunk", PACKED, ids=lambda c: type(c).__name__)
-def test_a_delta_or_block_start_chunk_event_is_kept_as_plain_values(chunk: StreamChunk) -> None:
+def test_a_chunk_event_of_plain_values_is_kept_as_plain_values(chunk: StreamChunk) -> None:
     event = SessionEvent("assistant/chunk", 7, 1700000000.25, AssistantChunk(2, 3, chunk))
     kept = pack(event)
-    assert isinstance(kept, tuple)
-    assert all(isinstance(v, str | int | float | type(None)) for v in kept)
+    assert _plain(kept)
+    gc.collect()
+    assert not gc.is_tracked(kept)
     back = unpack(7, kept)
     assert back == event and isinstance(back.data, AssistantChunk)
     assert type(back.data.chunk) is type(chunk)
+
+
+@settings(max_examples=200, deadline=None)
+@given(packed_event_data, st.floats())
+def test_a_step_boundary_tool_call_error_or_retry_is_kept_as_plain_values(
+    data: StepStart | StepEnd | ToolCallEvent | ErrorEvent | RetryEvent, time: float
+) -> None:
+    event = SessionEvent(data.type, 3, time, data)
+    kept = pack(event)
+    assert _plain(kept)
+    back = unpack(3, kept)
+    assert type(back.data) is type(data) and back.type == event.type
+    # A NaN (a retry's delay, the time) is not equal to itself, nor is what holds one.
+    assert back.data == data or data != data
+    assert back.seq == 3 and (back.time == time or time != time)
+    assert pack(back) == kept or back.data != back.data or time != time
+
+
+def test_packed_data_classes_hold_plain_values_turn_and_step_first() -> None:
+    assert set(PACKED_DATA) == {StepStart, StepEnd, ToolCallEvent, ErrorEvent, RetryEvent}
+    for cls in PACKED_DATA:
+        names = [field.name for field in attrs.fields(cls)]
+        assert names[:2] == ["turn", "step"]
+
+
+FAILURE = LlmFailure("boom", "SERVER")
 
 
 class MyDelta(TextDelta):
     pass
 
 
+class MyStep(StepStart):
+    pass
+
+
+class MyUsage(TokenUsage):
+    pass
+
+
 @pytest.mark.parametrize(
     "event",
     [
-        SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, Finish(FinishStop()))),
+        SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, Finish(FinishError(FAILURE)))),
         SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, BlockEnd(0, Text("x")))),
         SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, MyDelta(0, "sub"))),
+        SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, UsageChunk(MyUsage(1)))),
         SessionEvent("other/chunk", 0, 1.0, AssistantChunk(1, 1, TextDelta(0, "renamed"))),
         SessionEvent("user/message", 0, 1.0, UserMessage((Text("hi"),))),
+        SessionEvent("step/start", 0, 1.0, MyStep(1, 1)),
+        SessionEvent("other/start", 0, 1.0, StepStart(1, 1)),
+        SessionEvent("tool/result", 0, 1.0, ToolResultEvent(1, 1, "c", (Text("ok"),))),
     ],
-    ids=["finish", "block-end", "subclass", "other-type", "user"],
+    ids=[
+        "finish-error",
+        "block-end",
+        "subclass",
+        "usage-subclass",
+        "other-type",
+        "user",
+        "step-subclass",
+        "step-other-type",
+        "tool-result",
+    ],
 )
 def test_every_other_event_is_kept_as_it_is(event: SessionEvent) -> None:
     assert pack(event) is event
@@ -137,7 +226,8 @@ def test_a_seeded_log_is_packed_too() -> None:
     _appended(source, (TextDelta(0, "a"), ToolCallDelta(1, "c", "{}", "t")))
     seeded = Session("t", source.events)
     assert seeded.events == source.events
-    assert [isinstance(k, tuple) for k in seeded._events] == [False, False, True, True]
+    # the turn start stays an object; the step start and both deltas are packed
+    assert [isinstance(k, tuple) for k in seeded._events] == [False, True, True, True]
     assert seeded.last_turn == 1
 
 
@@ -218,7 +308,7 @@ def test_runs_of_deltas_are_cut_where_the_block_or_call_changes() -> None:
     ]
     assert shapes == [
         0,
-        1,
+        ("packed", 1),  # the step start
         ("TextDelta", 2, ["a", "b"], None),
         ("ReasoningDelta", 4, ["r", "s"], None),
         ("packed", 6),
@@ -233,7 +323,11 @@ def test_runs_of_deltas_are_cut_where_the_block_or_call_changes() -> None:
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(stream_chunks, max_size=20),
-    st.lists(st.sampled_from([AssistantChunk, TurnStart, StepStart, UserMessage, object])),
+    st.lists(
+        st.sampled_from(
+            [AssistantChunk, TurnStart, StepStart, StepBoundary, UserMessage, ErrorEvent, object]
+        )
+    ),
     st.booleans(),
     st.integers(0, 4),
 )
@@ -263,6 +357,8 @@ def test_select_builds_no_chunk_event_it_does_not_give(monkeypatch: pytest.Monke
     assert [e.seq for e in session.events.select(TurnStart, reverse=True)] == [0]
     assert built == []
     items = list(runs(session.events))  # what a store's batch is: a view
-    assert [type(i).__name__ for i in items] == ["SessionEvent", "SessionEvent", "DeltaRun"]
+    assert [type(i).__name__ for i in items] == ["SessionEvent", "tuple", "DeltaRun"]
     assert built == []
+    assert [e.seq for e in session.events.select(StepBoundary)] == [1] and built == [1]
+    built.clear()
     assert len(list(session.events.select(AssistantChunk))) == 100 and len(built) == 100

@@ -47,6 +47,7 @@ from dsh.content import (
     ToolResult,
     UserSource,
 )
+from dsh.events import ErrorEvent, RetryEvent, StepEnd, StepStart, ToolCallEvent
 from dsh.request import LlmRequest, ToolSchema
 from dsh.value import Value
 
@@ -59,6 +60,7 @@ __all__ = [
     "llm_requests",
     "message_sources",
     "messages",
+    "packed_event_data",
     "stream_chunks",
     "token_usages",
     "tool_schemas",
@@ -132,6 +134,27 @@ stream_chunks: st.SearchStrategy[StreamChunk] = st.one_of(
     st.builds(BlockEnd, st.integers(0, 9), blocks),
     st.builds(UsageChunk, token_usages),
     st.builds(Finish, finish_reasons),
+)
+
+#: The data of events a session log keeps packed (:data:`dsh.eventlog.PACKED_DATA`), any values
+#: of the declared types (floats include NaN and the infinities).
+_step = st.integers(0, 10**6)
+packed_event_data = st.one_of(
+    st.builds(StepStart, _step, _step),
+    st.builds(StepEnd, _step, _step),
+    st.builds(ToolCallEvent, _step, _step, st.text(), st.text(), st.text()),
+    st.builds(ErrorEvent, _step, _step, st.text(), st.none() | st.text()),
+    st.builds(
+        RetryEvent,
+        _step,
+        _step,
+        st.integers(0, 100),
+        st.text(),
+        st.text(),
+        st.floats(),
+        st.none() | st.integers(100, 599),
+        st.none() | st.integers(0, 100),
+    ),
 )
 
 

@@ -26,6 +26,7 @@ from dsh.eventlog import pack
 from dsh.events import AssistantChunk, RawEventData, SessionEvent, UserMessage
 from dsh.session import Session
 from dsh.testing import ScriptedAdapter, text_response
+from dsh.testing.strategies import packed_event_data, stream_chunks
 from dsh_plugins.persistence_jsonl import (
     JsonlStore,
     default_dir,
@@ -241,20 +242,23 @@ def test_a_batch_is_the_text_dumps_writes_line_by_line(
 
 @given(
     st.lists(
-        st.tuples(delta_chunks, st.integers(1, 2), epoch_times | st.floats())
-        | st.tuples(st.text(), json_ready),
+        st.tuples(delta_chunks | stream_chunks, st.integers(1, 2), epoch_times | st.floats())
+        | st.tuples(st.text(), json_ready)
+        | st.tuples(packed_event_data),
         max_size=30,
     )
 )
 def test_a_batch_of_a_sessions_log_is_written_as_its_events_are(
-    items: list[tuple[StreamChunk, int, float] | tuple[str, Any]],
+    items: list[tuple[StreamChunk, int, float] | tuple[str, Any] | tuple[Any]],
 ) -> None:
-    """A store's batch is a view of the session's log, whose chunk events are kept packed: it
-    is written from the packed tuples, to the same text as the events it stands for, and no
-    chunk event is built on the way."""
+    """A store's batch is a view of the session's log, whose chunk events, step boundaries, tool
+    calls, errors and retries are kept packed: it is written from the packed tuples, to the same
+    text as the events it stands for, and no packed event is built on the way."""
     session = Session("s")
     for item in items:
-        if len(item) == 2:
+        if len(item) == 1:
+            session.append(item[0])
+        elif len(item) == 2:
             text, value = item
             session.append(user(text))
             session.append_raw("x/raw", {"v": value})

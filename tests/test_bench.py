@@ -269,23 +269,24 @@ def test_scale_rows_flag_super_linear_cost_and_growing_memory() -> None:
     assert "SUPER-LINEAR  load" in run.growth_rows("W", "unit", shared)[1]
 
 
-def test_scale_rows_tell_the_collectors_growth_from_the_rest() -> None:
-    # dsh x15 in all, of which x10 without the collector: the super-linear term is the collector's.
-    collector = [
+@pytest.mark.parametrize(
+    ("dsh_cpu", "dsh_gc", "without", "whose"),
+    [
+        # x15 in all, x10 without the collector: the super-linear term is the collector's
+        (30.0, 12.0, "without the collector dsh x10.0, floor x10.0", "(the collector's)"),
+        # x20 without the collector as well: dsh's own
+        (40.0, 4.0, "without the collector dsh x20.0", "(dsh's own share too)"),
+    ],
+)
+def test_scale_rows_tell_the_collectors_growth_from_the_rest(
+    dsh_cpu: float, dsh_gc: float, without: str, whose: str
+) -> None:
+    points = [
         run.Point(10, samples(1, 2), 50.0, (0.1, 0.2)),
-        run.Point(100, samples(12, 30), 50.0, (3.0, 12.0)),
+        run.Point(100, samples(12, dsh_cpu), 50.0, (3.0, dsh_gc)),
     ]
-    line = run.growth_rows("W", "unit", collector)[1]
-    assert "without the collector dsh x10.0, floor x10.0" in line
-    assert "SUPER-LINEAR (the collector's)" in line
-    # Without the collector it still grows x20: dsh's own.
-    own = [
-        run.Point(10, samples(1, 2), 50.0, (0.1, 0.2)),
-        run.Point(100, samples(10, 40), 50.0, (0.9, 4.0)),
-    ]
-    line = run.growth_rows("W", "unit", own)[1]
-    assert "without the collector dsh x20.0" in line
-    assert "SUPER-LINEAR (dsh's own share too)" in line
+    line = run.growth_rows("W", "unit", points)[1]
+    assert without in line and f"SUPER-LINEAR {whose}" in line
 
 
 def test_the_breakdown_puts_each_function_in_its_layer() -> None:

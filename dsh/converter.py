@@ -179,12 +179,10 @@ def _finish_row(fields: Sequence[Any]) -> dict[str, Any]:
 
 #: By packed code: a chunk's row from what its packed tuple holds after turn, step and code
 #: (a usage chunk's counts, a finish's reason tag; every other chunk's fields).
-_PACKED_CHUNKS = (
-    *(_row(cls, _TAGS[cls]) for cls in PACKED_CLASSES[:4]),
-    _usage_row,
-    _finish_row,
+_PACKED_CHUNKS = tuple(
+    {UsageChunk: _usage_row, Finish: _finish_row}.get(cls) or _row(cls, _TAGS[cls])
+    for cls in PACKED_CLASSES
 )
-assert PACKED_CLASSES[4:] == (UsageChunk, Finish)
 #: By packed code (from ``len(PACKED_CLASSES)`` on): an event's type and its data's row.
 _PACKED_DATA = tuple((cls.type, _row(cls)) for cls in PACKED_DATA)
 _FIRST_DATA = len(PACKED_CLASSES)

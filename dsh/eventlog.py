@@ -65,32 +65,28 @@ __all__ = [
     "unpack",
 ]
 
-#: A packed chunk event: ``(time, turn, step, code, *fields of the chunk)``.
+#: A packed event: ``(time, turn, step, code, *what it keeps of the chunk or the data)``.
 Packed: TypeAlias = tuple[Any, ...]
 
-#: A chunk event :func:`runs` read packed from a view: its ``seq`` and the packed tuple.
+#: An event :func:`runs` read packed from a view: its ``seq`` and the packed tuple.
 PackedEvent: TypeAlias = tuple[int, Packed]
 
-#: The chunk classes packed, by code (the tuple's fourth item). The deltas' codes come first.
-PACKED_CLASSES: tuple[type[Any], ...] = (
-    TextDelta,
-    ReasoningDelta,
-    ToolCallDelta,
-    BlockStart,
-    UsageChunk,
-    Finish,
-)
-_TOOL_CALL = 2
-#: The event data classes packed whole, by code after the chunks' (``len(PACKED_CLASSES)`` on):
-#: their fields are plain values (strings, numbers, ``None``), ``turn`` and ``step`` first.
-PACKED_DATA: tuple[type[Any], ...] = (StepStart, StepEnd, ToolCallEvent, ErrorEvent, RetryEvent)
-_FIRST_DATA = len(PACKED_CLASSES)
+_USAGE = attrgetter(*(field.name for field in attrs.fields(TokenUsage)))
+#: The finish reasons without fields, by tag: a finish packs its reason's tag.
+_REASONS: dict[str, type[Any]] = {
+    cls.type: cls for cls in (FinishStop, FinishToolCalls, FinishMaxTokens)
+}
+_REASON_TAGS = {cls: (tag,) for tag, cls in _REASONS.items()}
 
-#: A getter of some fields of a value, as a tuple.
-_Values: TypeAlias = Callable[[Any], tuple[Any, ...]]
+#: A getter of some fields of a value, as a tuple (``None``: this value is kept as an object).
+_Values: TypeAlias = Callable[[Any], tuple[Any, ...] | None]
 
 
-def _values(names: Sequence[str]) -> _Values:
+def _names(cls: type[Any]) -> list[str]:
+    return [field.name for field in attrs.fields(cls)]
+
+
+def _values(names: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
     """The fields ``names`` of a value, as a tuple (``attrgetter`` of one name gives the value
     itself, of none it cannot be made)."""
     if not names:
@@ -99,41 +95,40 @@ def _values(names: Sequence[str]) -> _Values:
     return get if len(names) > 1 else lambda value: (get(value),)
 
 
-def _names(cls: type[Any]) -> list[str]:
-    return [field.name for field in attrs.fields(cls)]
-
-
-_USAGE = attrgetter(*_names(TokenUsage))
-#: The finish reasons without fields, by class and by tag: a finish packs its reason's tag.
-_REASONS: dict[Any, type[Any]] = {
-    cls.type: cls for cls in (FinishStop, FinishToolCalls, FinishMaxTokens)
-}
-_REASON_TAGS = {cls: (tag,) for tag, cls in _REASONS.items()}
-
-
 def _usage_values(chunk: UsageChunk) -> tuple[Any, ...] | None:
     return _USAGE(chunk.usage) if type(chunk.usage) is TokenUsage else None
 
 
-def _build_usage(*counts: int) -> UsageChunk:
+def _finish_values(chunk: Finish) -> tuple[Any, ...] | None:
+    return _REASON_TAGS.get(type(chunk.reason))
+
+
+def _usage(*counts: int) -> UsageChunk:
     return UsageChunk(TokenUsage(*counts))
 
 
-def _build_finish(tag: str) -> Finish:
+def _finish(tag: str) -> Finish:
     return Finish(_REASONS[tag]())
 
 
-#: For each packed chunk class: its code and a getter of what the tuple keeps of it (``None``:
-#: this one is kept as an object).
-_FIELDS: dict[Any, tuple[int, Callable[[Any], tuple[Any, ...] | None]]] = {
-    cls: (code, _values(_names(cls))) for code, cls in enumerate(PACKED_CLASSES[:4])
-}
-_FIELDS[UsageChunk] = (4, _usage_values)
-_FIELDS[Finish] = (5, lambda chunk: _REASON_TAGS.get(type(chunk.reason)))
-#: By code: the chunk from what its tuple keeps.
-_BUILD: tuple[Callable[..., Any], ...] = (*PACKED_CLASSES[:4], _build_usage, _build_finish)
+#: The chunk classes packed, by code (the tuple's fourth item), each with a getter of what the
+#: tuple keeps of a chunk and the builder of the chunk from it. The deltas' codes come first.
+_CHUNKS: tuple[tuple[type[Any], _Values, Callable[..., Any]], ...] = (
+    *((cls, _values(_names(cls)), cls) for cls in (TextDelta, ReasoningDelta, ToolCallDelta)),
+    (BlockStart, _values(_names(BlockStart)), BlockStart),
+    (UsageChunk, _usage_values, _usage),  # its usage counts, flattened
+    (Finish, _finish_values, _finish),  # its reason's tag, if the reason has no fields
+)
+PACKED_CLASSES: tuple[type[Any], ...] = tuple(cls for cls, _, _ in _CHUNKS)
+_TOOL_CALL = PACKED_CLASSES.index(ToolCallDelta)
+_FIELDS = {cls: (code, values) for code, (cls, values, _) in enumerate(_CHUNKS)}
+_BUILD = tuple(build for _, _, build in _CHUNKS)
+#: The event data classes packed whole, by code after the chunks' (``len(PACKED_CLASSES)`` on):
+#: their fields are plain values (strings, numbers, ``None``), ``turn`` and ``step`` first.
+PACKED_DATA: tuple[type[Any], ...] = (StepStart, StepEnd, ToolCallEvent, ErrorEvent, RetryEvent)
+_FIRST_DATA = len(PACKED_CLASSES)
 #: For each packed data class: its code and a getter of its fields after ``turn`` and ``step``.
-_DATA: dict[Any, tuple[int, _Values]] = {
+_DATA = {
     cls: (_FIRST_DATA + code, _values(_names(cls)[2:])) for code, cls in enumerate(PACKED_DATA)
 }
 assert all(_names(cls)[:2] == ["turn", "step"] for cls in PACKED_DATA)

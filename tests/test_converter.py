@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from attrs import frozen
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dsh.chunks import (
@@ -18,12 +18,14 @@ from dsh.chunks import (
     Finish,
     FinishError,
     FinishReason,
+    FinishToolCalls,
     LlmFailure,
     ReasoningDelta,
     StreamChunk,
     TextDelta,
     TokenUsage,
     ToolCallDelta,
+    UsageChunk,
 )
 from dsh.content import Block, Message, MessageSource, PluginSource, Text
 from dsh.converter import EventCodec, structure, unstructure
@@ -123,6 +125,9 @@ packed_chunks = st.one_of(
 
 
 @given(chunk=packed_chunks | ds.stream_chunks, turn=ints, step=ints, seq=ints, time=st.floats())
+@example(chunk=UsageChunk(TokenUsage(3, 0, 2)), turn=1, step=2, seq=3, time=1.5)
+@example(chunk=UsageChunk(TokenUsage()), turn=1, step=2, seq=3, time=1.5)
+@example(chunk=Finish(FinishToolCalls()), turn=1, step=2, seq=3, time=1.5)
 def test_a_packed_chunk_event_is_encoded_as_the_event_it_stands_for(
     chunk: StreamChunk, turn: int, step: int, seq: int, time: float
 ) -> None:

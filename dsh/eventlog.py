@@ -272,7 +272,7 @@ class DeltaRun(Value):
 
 
 def _run_key(packed: Packed) -> Packed | None:
-    """What the deltas of one run share, or ``None`` for a packed chunk that is in no run."""
+    """What the deltas of one run share, or ``None`` for a packed event that is in no run."""
     code = packed[3]
     if code < _TOOL_CALL:
         return packed[1:5]  # turn, step, code, index
@@ -284,7 +284,7 @@ def _run_key(packed: Packed) -> Packed | None:
 def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | PackedEvent]:
     """``events`` in order, each run of two or more deltas of one block as a :class:`DeltaRun`.
     From a view of a log (a store's batch) the deltas are read where they are kept, packed, no
-    chunk event is built again, and a chunk event kept packed that is in no run comes as its
+    packed event is built again, and an event kept packed that is in no run comes as its
     :data:`PackedEvent`, ``(seq, packed)`` (``unpack(*item)`` builds it). From any other
     sequence every item that is not a run is the event given."""
     if isinstance(events, EventLog):

@@ -296,7 +296,7 @@ class Session:
         self.parent = parent
         self.created = time.time()
         self.cwd = cwd if cwd is not None else os.getcwd()
-        # The log. A delta's chunk event (most of them) is kept packed: see dsh.eventlog.
+        # The log. Most chunk events and plain step events are kept packed: see dsh.eventlog.
         self._events: list[SessionEvent | Packed] = []
         for expected_seq, event in enumerate(seed):
             if event.seq != expected_seq:

@@ -180,7 +180,7 @@ def line_json(value: Any) -> str:
 def encode_lines(events: Sequence[SessionEvent], codec: EventCodec) -> bytes:
     """``events`` as lines (each ending with a newline), runs of two or more deltas packed
     (:func:`dsh.eventlog.runs`: from a view of a session's log, without building them again,
-    and a chunk event kept packed written from its tuple).
+    and any other event kept packed written from its tuple).
 
     Each line is the text ``dumps`` writes. The rows of single events are written by orjson,
     ~3x faster, and the whole batch checked at once (a check costs about what writing a line

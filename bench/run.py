@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -512,6 +512,22 @@ def peak_rss_kb() -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+async def _measured(
+    work: Callable[[], Awaitable[Any]], collections: Collections
+) -> tuple[Clock, Any, float, float]:
+    """Run ``work`` (every agent to its end) with a started :class:`Clock`: the clock, what
+    ``work`` returned, the memory held after it (resident KB, minus before) and how many more
+    objects the collector tracks (counted aside from the clock)."""
+    base_kb, before = rss_kb(), len(gc.get_objects())
+    clock = Clock()
+    collections.restart()
+    result = await work()
+    held_kb = rss_kb() - base_kb
+    with clock.aside():
+        tracked = len(gc.get_objects()) - before
+    return clock, result, held_kb, tracked
+
+
 async def w4_run(side: str, url: str, agents: int, steps: int) -> dict[str, float]:
     """One W4 measurement, in this (fresh) process: wall and CPU time, peak memory, memory held
     per agent (resident memory with every agent done but still alive, minus before), the CPU
@@ -523,36 +539,30 @@ async def w4_run(side: str, url: str, agents: int, steps: int) -> dict[str, floa
             executed: list[str] = []
             connector = aiohttp.TCPConnector(limit=0)
             async with aiohttp.ClientSession(connector=connector) as session:
-                base_kb, before = rss_kb(), len(gc.get_objects())
-                clock = Clock()
-                collections.restart()
-                texts = list(
-                    await asyncio.gather(
+                clock, texts, held_kb, tracked = await _measured(
+                    lambda: asyncio.gather(
                         *(floor_tool_loop(session, url, executed) for _ in range(agents))
-                    )
+                    ),
+                    collections,
                 )
-                held_kb = rss_kb() - base_kb
-                with clock.aside():
-                    tracked = len(gc.get_objects()) - before
             wall, cpu = clock.stop()
         else:
             bench = Bench()
             async with dsh_harness(url, bench) as h:
-                base_kb, before = rss_kb(), len(gc.get_objects())
-                clock = Clock()
-                collections.restart()
-                created = [h.agent_loop.create(f"w4-{i}", dsh_options()) for i in range(agents)]
-                for agent in created:
-                    agent.send("go")
-                await asyncio.gather(*(agent.wait_idle() for agent in created))
-                held_kb = rss_kb() - base_kb
-                with clock.aside():
-                    tracked = len(gc.get_objects()) - before
+
+                async def run_agents() -> list[Any]:
+                    created = [h.agent_loop.create(f"w4-{i}", dsh_options()) for i in range(agents)]
+                    for agent in created:
+                        agent.send("go")
+                    await asyncio.gather(*(agent.wait_idle() for agent in created))
+                    return created
+
+                clock, created, held_kb, tracked = await _measured(run_agents, collections)
                 texts = [assistant_text(agent) for agent in created]
             wall, cpu = clock.stop()
             executed = bench.executed
         gc_cpu, full = collections.cpu, collections.full
-    check(texts == [f"finished after {steps} steps"] * agents, f"W4 {side}: final answers")
+    check(list(texts) == [f"finished after {steps} steps"] * agents, f"W4 {side}: final answers")
     check(len(executed) == agents * steps, f"W4 {side}: tool calls executed")
     return {
         "wall": wall,

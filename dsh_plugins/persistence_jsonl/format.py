@@ -136,13 +136,15 @@ def _times_json(times: list[float]) -> str:
     return dumps(times)
 
 
-#: Where orjson may write other text than ``dumps``, once the bytes are mapped by ``_SHAPES``
-#: (non-ASCII and DEL to DEL, digits 1-9 to 1): a byte ``dumps`` escapes and orjson does not
-#: (DEL), ``null`` (orjson's NaN and infinities; ``dumps`` writes ``NaN``, but also a plain
-#: ``None``), a float outside ``_SAME_FLOATS`` (an exponent: a digit then ``e``; or a small
-#: float written without one, ``0.0000...``). Text that merely holds one takes the slow way.
-_OTHER = (b"\x7f", b"null", b"0e", b"1e", b"0.0000")
-_SHAPES = bytes.maketrans(bytes(range(0x7F, 0x100)) + b"123456789", b"\x7f" * 129 + b"1" * 9)
+#: Where orjson may write other text than ``dumps``: a byte ``dumps`` escapes and orjson does
+#: not (non-ASCII, DEL), ``null`` (orjson's NaN and infinities; ``dumps`` writes ``NaN``, but also
+#: a plain ``None``), a float outside ``_SAME_FLOATS`` (an exponent: a digit then ``e``; or a
+#: small float written without one, ``0.0000...``). Searched for in the bytes mapped by
+#: ``_SHAPES`` (non-ASCII and DEL to DEL, every digit to 1: one search finds a digit before an
+#: ``e``), the small float in the text itself. Text that merely holds one takes the slow way.
+_OTHER = (b"\x7f", b"null", b"1e")
+_SMALL = b"0.0000"
+_SHAPES = bytes.maketrans(bytes(range(0x7F, 0x100)) + b"0123456789", b"\x7f" * 129 + b"1" * 10)
 #: Types ``dumps`` refuses go to ``dumps`` (the same error), not to orjson's own encodings.
 _PLAIN = (
     orjson.OPT_PASSTHROUGH_DATACLASS
@@ -153,6 +155,8 @@ _PLAIN = (
 
 def _as_dumps_writes(fast: bytes) -> bool:
     """Whether orjson's ``fast`` is surely the text ``dumps`` writes for the same value(s)."""
+    if _SMALL in fast:
+        return False
     shapes = fast.translate(_SHAPES)
     return not any(map(shapes.__contains__, _OTHER))  # no generator frame: once per batch
 

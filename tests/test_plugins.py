@@ -236,6 +236,24 @@ def test_registering_a_plugin_runs_none_of_its_properties() -> None:
     assert "Derived" in [impl.plugin_name for impl in impls]
 
 
+def test_a_hook_set_on_an_instance_is_found_over_a_plain_method_of_its_class() -> None:
+    # Registration skips a plain method without the marker unless the instance holds the name.
+    class Plain:
+        def status(self) -> None:
+            pass
+
+    @hookimpl(specname="dsh_agent_status")
+    def status() -> None:
+        pass
+
+    plugin = Plain()
+    plugin.status = status  # type: ignore[method-assign]
+    h = Harness(load_entrypoints=False, plugins=[plugin])
+    h.load()
+    impls = h.plugins.pm.hook.dsh_agent_status.get_hookimpls()
+    assert [impl.function for impl in impls if impl.plugin_name == "Plain"] == [status]
+
+
 def test_special_names_are_never_hook_implementations() -> None:
     class Callable_:
         @hookimpl(specname="dsh_agent_status")

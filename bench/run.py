@@ -25,7 +25,10 @@ costs once from what each step costs).
 
 Workloads: W1 one reply of 20,000 deltas; W2 one agent, 200 sequential tool steps; W3 a fresh
 process from spawn to the first streamed token; W4 100 and 1,000 concurrent agents of 5 tool
-steps each (wall time, CPU time, peak memory, memory held per agent).
+steps each (wall time, CPU time, peak memory, memory held per agent). W4 also runs a third side:
+the floor keeping every event and persisting it as JSON lines, durable at the end of the turn
+(:class:`JsonLines`), the least work W4's requirements leave any harness; its line says what
+that costs against the floor, and dsh against it.
 """
 
 from __future__ import annotations
@@ -233,9 +236,14 @@ class Collections:
 
 
 async def floor_call(
-    session: aiohttp.ClientSession, url: str, messages: list[dict[str, Any]], tools: bool
+    session: aiohttp.ClientSession,
+    url: str,
+    messages: list[dict[str, Any]],
+    tools: bool,
+    kept: list[Any] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
-    """One streamed chat completion: the text and the tool calls, SSE split by hand."""
+    """One streamed chat completion: the text and the tool calls, SSE split by hand. Each
+    parsed chunk is appended to ``kept`` (with its time) when one is given."""
     body: dict[str, Any] = {
         "model": MODEL,
         "messages": messages,
@@ -255,7 +263,10 @@ async def floor_call(
             data = line[6:].strip()
             if data == b"[DONE]":
                 break
-            for choice in json.loads(data)["choices"]:
+            chunk = json.loads(data)
+            if kept is not None:
+                kept.append((time.time(), "chunk", chunk))
+            for choice in chunk["choices"]:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
                     text.append(delta["content"])
@@ -268,31 +279,100 @@ async def floor_call(
     return "".join(text), [calls[i] for i in sorted(calls)]
 
 
-async def floor_tool_loop(session: aiohttp.ClientSession, url: str, executed: list[str]) -> str:
-    """A plain agent loop over a list of dicts: call, run the tools, repeat."""
+async def floor_tool_loop(
+    session: aiohttp.ClientSession,
+    url: str,
+    executed: list[str],
+    log: JsonLines | None = None,
+) -> str:
+    """A plain agent loop over a list of dicts: call, run the tools, repeat. With a ``log``, the
+    least a loop does that keeps and persists what happened (:class:`JsonLines`)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    kept = None if log is None else log.events
+    if kept is not None:
+        kept.append((time.time(), "user", messages[0]))
     while True:
-        text, calls = await floor_call(session, url, messages, tools=True)
+        if log is not None:
+            log.write()  # before the request
+        text, calls = await floor_call(session, url, messages, tools=True, kept=kept)
         if not calls:
+            if log is not None:
+                log.events.append((time.time(), "answer", text))
+                log.write()
+                await asyncio.to_thread(log.close)  # durable at the end of the turn
             return text
-        messages.append(
-            {
-                "role": "assistant",
-                "content": text,
-                "tool_calls": [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": c["args"]},
-                    }
-                    for c in calls
-                ],
-            }
-        )
+        message = {
+            "role": "assistant",
+            "content": text,
+            "tool_calls": [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["args"]},
+                }
+                for c in calls
+            ],
+        }
+        messages.append(message)
+        if log is not None:
+            log.events.append((time.time(), "assistant", message))
+            log.write()  # before the tool calls
         for call in calls:
             result = echo_text(json.loads(call["args"])["text"])
             executed.append(result)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            if kept is not None:
+                kept.append((time.time(), "tool", messages[-1]))
+
+
+class JsonLines:
+    """The least W4's requirements make any harness do besides the floor's work, for one agent:
+    every parsed chunk kept in memory with its time, beside the messages; what is new written
+    to the agent's file as JSON lines (orjson) before each request and before each tool call;
+    at the end of the turn the file, and its new directory entry, made durable (in a worker
+    thread). A lower bound, not a rival: it has no hooks, no assembly, no typed events, no
+    writer lock and nothing to resume from."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.events: list[tuple[float, str, Any]] = []
+        self._fd: int | None = None
+        self._written = 0
+
+    def write(self) -> None:
+        import orjson
+
+        new = self.events[self._written :]
+        if not new:
+            return
+        if self._fd is None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+            self._fd = os.open(self.path, flags, 0o600)
+        os.write(
+            self._fd,
+            b"".join(
+                orjson.dumps(
+                    {"seq": seq, "time": at, "type": kind, "data": data},
+                    option=orjson.OPT_APPEND_NEWLINE,
+                )
+                for seq, (at, kind, data) in enumerate(new, self._written)
+            ),
+        )
+        self._written = len(self.events)
+
+    def persisted(self) -> int:
+        """How many event lines the file holds."""
+        return self.path.read_bytes().count(b"\n")
+
+    def close(self) -> None:
+        assert self._fd is not None, "a turn writes before it ends"
+        os.fsync(self._fd)
+        os.close(self._fd)
+        directory = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
 
 
 ECHO_SCHEMA = {
@@ -534,18 +614,24 @@ async def w4_run(side: str, url: str, agents: int, steps: int) -> dict[str, floa
     time the garbage collector took and how many full collections ran while the clock ran, and
     how many more objects the collector tracks per agent (counted with every agent done but
     still alive; the count is not timed)."""
-    with Collections() as collections:
-        if side == "floor":
+    with Collections() as collections, tempfile.TemporaryDirectory() as directory:
+        if side in ("floor", "logged"):
             executed: list[str] = []
+            logs = [
+                JsonLines(Path(directory, f"w4-{i}.jsonl")) if side == "logged" else None
+                for i in range(agents)
+            ]
             connector = aiohttp.TCPConnector(limit=0)
             async with aiohttp.ClientSession(connector=connector) as session:
                 clock, texts, held_kb, tracked = await _measured(
                     lambda: asyncio.gather(
-                        *(floor_tool_loop(session, url, executed) for _ in range(agents))
+                        *(floor_tool_loop(session, url, executed, log) for log in logs)
                     ),
                     collections,
                 )
             wall, cpu = clock.stop()
+            persisted = [log.persisted() for log in logs if log is not None]
+            check(persisted == [len(log.events) for log in logs if log is not None], "W4 log")
         else:
             bench = Bench()
             async with dsh_harness(url, bench) as h:
@@ -669,9 +755,9 @@ def w4_medians(
     """W4 interleaved: the time medians, and per side the medians of the other figures of
     :func:`w4_run` (peak memory and memory held per agent in KB, the collector's CPU seconds,
     its full collections, the objects it tracks per agent)."""
-    results: dict[str, list[dict[str, float]]] = {"floor": [], "dsh": []}
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in W4_SIDES}
     for _ in range(runs):
-        for side in ("floor", "dsh"):
+        for side in W4_SIDES:
             results[side].append(w4(side, server, agents, steps, env))
     samples = {
         side: median_sample([Sample(r["wall"], r["cpu"], r["server_cpu"]) for r in rs])
@@ -684,14 +770,21 @@ def w4_medians(
     return Medians(samples["floor"], samples["dsh"], os.getloadavg()[0]), figures
 
 
-#: What :func:`w4_medians` reports besides the times.
-W4_FIGURES = ("peak_kb", "held_kb", "gc_cpu", "full_collections", "tracked")
+#: W4's sides: the floor, the floor keeping and persisting its events (:class:`JsonLines`),
+#: dsh.
+W4_SIDES = ("floor", "logged", "dsh")
+#: What :func:`w4_medians` reports per side besides the time medians.
+W4_FIGURES = ("cpu", "peak_kb", "held_kb", "gc_cpu", "full_collections", "tracked")
 
 
 def w4_rows(m: Medians, figures: dict[str, dict[str, float]], agents: int) -> list[str]:
-    """The lines under a W4 row: memory, and what the garbage collector cost each side."""
-    floor, dsh = figures["floor"], figures["dsh"]
+    """The lines under a W4 row: the least a loop that keeps and persists its events costs,
+    memory, and what the garbage collector cost each side."""
+    floor, logged, dsh = figures["floor"], figures["logged"], figures["dsh"]
     return [
+        f"{'   floor keeping + persisting events':<34} {logged['cpu']:>9.3f}s CPU: "
+        f"{logged['cpu'] / m.floor.cpu:.2f}x the floor; dsh {m.dsh.cpu / logged['cpu']:.2f}x "
+        f"it; held {logged['held_kb'] / agents:.1f} KB per agent",
         f"{'   peak memory of the process':<34} {floor['peak_kb'] / 1024:>9.1f}  "
         f"{dsh['peak_kb'] / 1024:>7.1f} MB",
         f"{'   memory held per agent':<34} {floor['held_kb'] / agents:>9.1f}  "

@@ -137,6 +137,27 @@ async def test_bad_programs_and_unprogrammed_requests_say_what_to_do(fast_url: s
     assert status == 409 and b"/bench/program" in text
 
 
+async def test_the_logged_floor_persists_every_event_it_keeps(
+    fast_url: str, tmp_path: Path
+) -> None:
+    """W4's floor keeping and persisting its events: every parsed chunk, message and tool
+    result kept in order and written as a JSON line, the last line before the turn ended."""
+    await program(fast_url, {"name": "tool-loop", "steps": 2})
+    log = run.JsonLines(tmp_path / "a.jsonl")
+    executed: list[str] = []
+    async with aiohttp.ClientSession() as session:
+        text = await run.floor_tool_loop(session, fast_url, executed, log)
+    assert text == "finished after 2 steps" and len(executed) == 2
+    lines = [json.loads(line) for line in (tmp_path / "a.jsonl").read_bytes().splitlines()]
+    assert [line["seq"] for line in lines] == list(range(len(log.events)))
+    kinds = [line["type"] for line in lines]
+    assert kinds[0] == "user" and kinds[-1] == "answer"
+    assert kinds.count("assistant") == kinds.count("tool") == 2
+    chunks = [line["data"] for line in lines if line["type"] == "chunk"]
+    assert len(chunks) == kinds.count("chunk") > 3 and all("choices" in c for c in chunks)
+    assert lines[-1]["data"] == text and log.persisted() == len(lines)
+
+
 def test_the_suite_measures_both_sides_against_the_fast_mock_in_its_own_process() -> None:
     server = run.FastServer()
     try:
@@ -182,7 +203,7 @@ def test_without_leaves_plugins_out_of_every_dsh_side_and_says_so(
         sizes = {"chunks": 30, "steps": 2, "agents": (2,), "agent_steps": 3}
         env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
         run.report(server, 1, sizes, env, frozenset({"W3", "W4"}))
-        assert server.stats()[0] == 2 + 2 * 2 * (3 + 1)  # W3 once a side, W4 2 agents x 4
+        assert server.stats()[0] == 2 + 3 * 2 * (3 + 1)  # W3 once a side, W4 2 agents x 4
     finally:
         server.close()
     # The dsh sides of W3 and W4 run in child processes; they left the JSONL store out too.
@@ -191,6 +212,7 @@ def test_without_leaves_plugins_out_of_every_dsh_side_and_says_so(
     assert "dsh side without persistence_jsonl, budgets: a decomposition" in out
     assert "W4 2 agents x 3 steps" in out
     assert "objects the collector tracks" in out and "CPU in garbage collection" in out
+    assert "floor keeping + persisting events" in out
 
 
 def test_a_clock_starts_after_the_garbage_of_earlier_runs_is_collected() -> None:
@@ -238,12 +260,17 @@ def test_collections_count_the_collectors_cpu_and_full_collections() -> None:
 
 def test_w4_rows_show_memory_and_the_collectors_share() -> None:
     side = {"peak_kb": 2048.0, "held_kb": 3000.0, "gc_cpu": 0.25, "full_collections": 3.0}
-    figures = {"floor": {**side, "tracked": 30.0}, "dsh": {**side, "tracked": 280.0}}
+    figures = {
+        "floor": {**side, "tracked": 30.0},
+        "logged": {**side, "cpu": 1.25, "held_kb": 9000.0},
+        "dsh": {**side, "tracked": 280.0},
+    }
     lines = run.w4_rows(samples(1.0, 2.0), figures, 100)
-    assert lines[0].split()[-3:] == ["2.0", "2.0", "MB"]
-    assert "30.0     30.0 KB" in lines[1]
-    assert lines[2].split()[-4:] == ["30", "280", "per", "agent"]
-    assert "(25% / 12% of the CPU; full collections 3 / 3)" in lines[3]
+    assert "1.250s CPU: 1.25x the floor; dsh 1.60x it; held 90.0 KB per agent" in lines[0]
+    assert lines[1].split()[-3:] == ["2.0", "2.0", "MB"]
+    assert "30.0     30.0 KB" in lines[2]
+    assert lines[3].split()[-4:] == ["30", "280", "per", "agent"]
+    assert "(25% / 12% of the CPU; full collections 3 / 3)" in lines[4]
 
 
 def samples(floor_cpu: float, dsh_cpu: float, server_cpu: float = 0.0) -> Any:

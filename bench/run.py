@@ -25,10 +25,12 @@ costs once from what each step costs).
 
 Workloads: W1 one reply of 20,000 deltas; W2 one agent, 200 sequential tool steps; W3 a fresh
 process from spawn to the first streamed token; W4 100 and 1,000 concurrent agents of 5 tool
-steps each (wall time, CPU time, peak memory, memory held per agent). W4 also runs a third side:
-the floor keeping every event and persisting it as JSON lines, durable at the end of the turn
-(:class:`JsonLines`), the least work W4's requirements leave any harness; its line says what
-that costs against the floor, and dsh against it.
+steps each (wall time, CPU time, peak memory, memory held per agent). W3 and W4 also run a
+reference side, the least any harness that meets their requirements does besides the floor's
+work: for W3 the floor after importing dsh's stack (attrs, cattrs, structlog, pluggy, orjson)
+and discovering the ``dsh`` entry points (:data:`FIRST_TOKEN_STACK`); for W4 the floor keeping
+every event and persisting it as JSON lines, durable at the end of the turn
+(:class:`JsonLines`). Its line says what it costs against the floor, and dsh against it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from attrs import frozen
+from attrs import field, frozen
 
 MODEL = "deepseek-v4-flash"
 ROOT = Path(__file__).resolve().parent.parent
@@ -543,6 +545,17 @@ asyncio.run(main())
 """
 
 
+#: W3's third side: the floor, after importing the stack dsh is built on (attrs, cattrs,
+#: structlog, pluggy, orjson) and discovering the ``dsh`` entry points, as any harness on that
+#: stack that finds its plugins by entry point does before its first request.
+FIRST_TOKEN_STACK = (
+    "import attrs, cattrs, structlog, pluggy, orjson, importlib.metadata\n"
+    "importlib.metadata.entry_points(group='dsh')" + FIRST_TOKEN_FLOOR
+)
+#: What each side of W3 runs in its child process.
+FIRST_TOKEN = {"floor": FIRST_TOKEN_FLOOR, "stack": FIRST_TOKEN_STACK, "dsh": FIRST_TOKEN_DSH}
+
+
 def compile_bytecode() -> None:
     """Write the bytecode of dsh's packages, as installing them does. In a working tree a source
     newer than its cached bytecode (edited, with ``PYTHONDONTWRITEBYTECODE`` set) is compiled
@@ -554,7 +567,7 @@ def compile_bytecode() -> None:
 def w3(side: str, server: FastServer, env: dict[str, str]) -> Sample:
     """Spawn to first token; the CPU time is the child's own, read when it saw the token."""
     server.program({"name": "deltas", "chunks": 50})
-    script = FIRST_TOKEN_FLOOR if side == "floor" else FIRST_TOKEN_DSH
+    script = FIRST_TOKEN[side]
     with server.watch(1, f"W3 {side}") as spent:
         start = time.perf_counter()
         child = subprocess.Popen(
@@ -693,6 +706,8 @@ class Medians:
     floor: Sample
     dsh: Sample
     load: float
+    #: The medians of other sides run between them (W3's ``stack``), by side.
+    others: dict[str, Sample] = field(factory=dict)
 
     @property
     def cpu_ratio(self) -> float:
@@ -715,14 +730,24 @@ def median_sample(samples: Sequence[Sample]) -> Sample:
     )
 
 
-def interleaved(runs: int, measure: Callable[[str], Sample]) -> Medians:
-    """``runs`` runs of each side, floor and dsh alternating; the medians."""
-    floor: list[Sample] = []
-    dsh: list[Sample] = []
+def interleaved(runs: int, measure: Callable[[str], Sample], others: Sequence[str] = ()) -> Medians:
+    """``runs`` runs of each side, floor, ``others`` and dsh alternating; the medians."""
+    samples: dict[str, list[Sample]] = {side: [] for side in ("floor", *others, "dsh")}
     for _ in range(runs):
-        floor.append(measure("floor"))
-        dsh.append(measure("dsh"))
-    return Medians(median_sample(floor), median_sample(dsh), os.getloadavg()[0])
+        for side, taken in samples.items():
+            taken.append(measure(side))
+    medians = {side: median_sample(taken) for side, taken in samples.items()}
+    floor, dsh = medians.pop("floor"), medians.pop("dsh")
+    return Medians(floor, dsh, os.getloadavg()[0], medians)
+
+
+def reference(label: str, cpu: float, m: Medians) -> str:
+    """The line of a reference side: its CPU, as a multiple of the floor's, and dsh's as a
+    multiple of it."""
+    return (
+        f"{label:<34} {cpu:>9.3f}s CPU: {cpu / m.floor.cpu:.2f}x the floor; "
+        f"dsh {m.dsh.cpu / cpu:.2f}x it"
+    )
 
 
 def header() -> str:
@@ -782,9 +807,8 @@ def w4_rows(m: Medians, figures: dict[str, dict[str, float]], agents: int) -> li
     memory, and what the garbage collector cost each side."""
     floor, logged, dsh = figures["floor"], figures["logged"], figures["dsh"]
     return [
-        f"{'   floor keeping + persisting events':<34} {logged['cpu']:>9.3f}s CPU: "
-        f"{logged['cpu'] / m.floor.cpu:.2f}x the floor; dsh {m.dsh.cpu / logged['cpu']:.2f}x "
-        f"it; held {logged['held_kb'] / agents:.1f} KB per agent",
+        reference("   floor keeping + persisting events", logged["cpu"], m)
+        + f"; held {logged['held_kb'] / agents:.1f} KB per agent",
         f"{'   peak memory of the process':<34} {floor['peak_kb'] / 1024:>9.1f}  "
         f"{dsh['peak_kb'] / 1024:>7.1f} MB",
         f"{'   memory held per agent':<34} {floor['held_kb'] / agents:>9.1f}  "
@@ -833,8 +857,9 @@ def report(
         print(f"{'   dsh CPU per step over the floor':<34} {per_unit(m, steps + 1) * 1e3:>8.3f} ms")
     if "W3" in only:
         compile_bytecode()
-        m = interleaved(runs, lambda side: w3(side, server, env))
+        m = interleaved(runs, lambda side: w3(side, server, env), others=("stack",))
         print(row("W3 spawn to first token", m, "<= 1.3x"))
+        print(reference("   floor importing dsh's stack", m.others["stack"].cpu, m))
     for agents in sizes["agents"] if "W4" in only else ():
         m, figures = w4_medians(server, runs, agents, sizes["agent_steps"], env)
         print(row(f"W4 {agents:,} agents x {sizes['agent_steps']} steps", m, "<= 1.5x"))

@@ -203,7 +203,7 @@ def test_without_leaves_plugins_out_of_every_dsh_side_and_says_so(
         sizes = {"chunks": 30, "steps": 2, "agents": (2,), "agent_steps": 3}
         env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
         run.report(server, 1, sizes, env, frozenset({"W3", "W4"}))
-        assert server.stats()[0] == 2 + 3 * 2 * (3 + 1)  # W3 once a side, W4 2 agents x 4
+        assert server.stats()[0] == 3 + 3 * 2 * (3 + 1)  # W3 once a side, W4 2 agents x 4
     finally:
         server.close()
     # The dsh sides of W3 and W4 run in child processes; they left the JSONL store out too.
@@ -212,7 +212,7 @@ def test_without_leaves_plugins_out_of_every_dsh_side_and_says_so(
     assert "dsh side without persistence_jsonl, budgets: a decomposition" in out
     assert "W4 2 agents x 3 steps" in out
     assert "objects the collector tracks" in out and "CPU in garbage collection" in out
-    assert "floor keeping + persisting events" in out
+    assert "floor keeping + persisting events" in out and "floor importing dsh's stack" in out
 
 
 def test_a_clock_starts_after_the_garbage_of_earlier_runs_is_collected() -> None:
@@ -277,6 +277,28 @@ def samples(floor_cpu: float, dsh_cpu: float, server_cpu: float = 0.0) -> Any:
     return run.Medians(
         run.Sample(1.0, floor_cpu, server_cpu), run.Sample(1.0, dsh_cpu, server_cpu), 1.0
     )
+
+
+def test_reference_sides_run_between_the_floor_and_dsh_and_report_against_both() -> None:
+    order: list[str] = []
+    cpu = {"floor": 1.0, "stack": 1.25, "dsh": 2.5}
+
+    def measure(side: str) -> Any:
+        order.append(side)
+        return run.Sample(1.0, cpu[side], 0.0)
+
+    m = run.interleaved(2, measure, others=("stack",))
+    assert order == ["floor", "stack", "dsh"] * 2
+    assert (m.floor.cpu, m.others["stack"].cpu, m.dsh.cpu) == (1.0, 1.25, 2.5)
+    assert run.interleaved(1, measure).others == {}
+    line = run.reference("   the least", m.others["stack"].cpu, m)
+    assert line.endswith("1.250s CPU: 1.25x the floor; dsh 2.00x it")
+
+
+def test_the_stack_side_of_w3_imports_dshs_stack_then_runs_the_floor() -> None:
+    script = run.FIRST_TOKEN["stack"]
+    assert script.startswith("import attrs, cattrs, structlog, pluggy, orjson")
+    assert script.endswith(run.FIRST_TOKEN_FLOOR) and "entry_points(group='dsh')" in script
 
 
 def test_a_busy_server_flags_the_row() -> None:

@@ -774,15 +774,26 @@ def machine() -> str:
     )
 
 
+#: W4's sides: the floor, the floor keeping and persisting its events (:class:`JsonLines`),
+#: dsh.
+W4_SIDES = ("floor", "logged", "dsh")
+
+
 def w4_medians(
-    server: FastServer, runs: int, agents: int, steps: int, env: dict[str, str]
+    server: FastServer,
+    runs: int,
+    agents: int,
+    steps: int,
+    env: dict[str, str],
+    sides: Sequence[str] = W4_SIDES,
 ) -> tuple[Medians, dict[str, dict[str, float]]]:
     """W4 interleaved: the time medians, and per side the medians of the other figures of
-    :func:`w4_run` (peak memory and memory held per agent in KB, the collector's CPU seconds,
-    its full collections, the objects it tracks per agent)."""
-    results: dict[str, list[dict[str, float]]] = {side: [] for side in W4_SIDES}
+    :func:`w4_run` (CPU seconds, peak memory and memory held per agent in KB, the collector's
+    CPU seconds, its full collections, the objects it tracks per agent), for ``sides`` (floor
+    and dsh at least; :data:`W4_SIDES` by default), run in that order."""
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     for _ in range(runs):
-        for side in W4_SIDES:
+        for side in sides:
             results[side].append(w4(side, server, agents, steps, env))
     samples = {
         side: median_sample([Sample(r["wall"], r["cpu"], r["server_cpu"]) for r in rs])
@@ -795,9 +806,6 @@ def w4_medians(
     return Medians(samples["floor"], samples["dsh"], os.getloadavg()[0]), figures
 
 
-#: W4's sides: the floor, the floor keeping and persisting its events (:class:`JsonLines`),
-#: dsh.
-W4_SIDES = ("floor", "logged", "dsh")
 #: What :func:`w4_medians` reports per side besides the time medians.
 W4_FIGURES = ("cpu", "peak_kb", "held_kb", "gc_cpu", "full_collections", "tracked")
 
@@ -971,7 +979,7 @@ def scale(
     if "W4" in only:
         points = []
         for agents in (100, 1_000, 5_000):
-            m, figures = w4_medians(server, max(1, runs // 2), agents, 5, env)
+            m, figures = w4_medians(server, max(1, runs // 2), agents, 5, env, ("floor", "dsh"))
             collector = (figures["floor"]["gc_cpu"], figures["dsh"]["gc_cpu"])
             points.append(Point(agents, m, figures["dsh"]["held_kb"] / agents, collector))
         print("\n".join(growth_rows("W4 agents", "agent", points)), flush=True)

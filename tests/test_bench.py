@@ -215,6 +215,17 @@ def test_without_leaves_plugins_out_of_every_dsh_side_and_says_so(
     assert "floor keeping + persisting events" in out and "floor importing dsh's stack" in out
 
 
+def test_the_scale_curves_run_w4_without_its_reference_side(tmp_path: Path) -> None:
+    server = run.FastServer()
+    try:
+        env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
+        _, figures = run.w4_medians(server, 1, 2, 1, env, ("floor", "dsh"))
+        assert sorted(figures) == ["dsh", "floor"]
+        assert server.stats()[0] == 2 * 2 * (1 + 1)  # two sides, two agents, two requests
+    finally:
+        server.close()
+
+
 def test_a_clock_starts_after_the_garbage_of_earlier_runs_is_collected() -> None:
     class Cycle:
         def __init__(self) -> None:

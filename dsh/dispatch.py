@@ -73,7 +73,7 @@ class ToolDispatch:
     async def _run_batch(self, batch: list[ToolCall]) -> None:
         session = self.agent.session
         for call in batch:
-            session.append(ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments))
+            session.log(ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments))
         try:
             await session.checkpoint()  # the calls may have side effects: log them durably first
         except BaseException as exc:

@@ -61,6 +61,7 @@ __all__ = [
     "Packed",
     "PackedEvent",
     "pack",
+    "pack_data",
     "runs",
     "unpack",
 ]
@@ -142,21 +143,28 @@ def pack(event: SessionEvent) -> SessionEvent | Packed:
     :data:`PACKED_CLASSES` (a usage chunk with a plain :class:`~dsh.chunks.TokenUsage`, a
     finish without a failure) or its data is of a class of :data:`PACKED_DATA`, logged under
     its own type."""
-    data: Any = event.data  # an AssistantChunk, or of a class of PACKED_DATA where it is packed
+    packed = pack_data(event.type, event.time, event.data)
+    return event if packed is None else packed
+
+
+def pack_data(name: str, time: float, data: Any) -> Packed | None:
+    """What :func:`pack` keeps of an event of type ``name`` appended at ``time`` carrying ``data``,
+    if it keeps it packed (``None``: it keeps the event), without the event: a session logs
+    so what no observer asks to see."""
     cls = type(data)
     if cls is AssistantChunk:
         found = _FIELDS.get(type(data.chunk))
-        if found is not None and event.type == _CHUNK:
+        if found is not None and name == _CHUNK:
             code, values = found
             fields = values(data.chunk)
             if fields is not None:
-                return (event.time, data.turn, data.step, code, *fields)
-        return event
+                return (time, data.turn, data.step, code, *fields)
+        return None
     found = _DATA.get(cls)
-    if found is not None and event.type == cls.type:
+    if found is not None and name == cls.type:
         code, values = found
-        return (event.time, data.turn, data.step, code, *values(data))
-    return event
+        return (time, data.turn, data.step, code, *values(data))
+    return None
 
 
 def unpack(seq: int, kept: SessionEvent | Packed) -> SessionEvent:

@@ -207,10 +207,12 @@ class HookRuntime:
         self.pm = pm
         self._impls: dict[str, list[Impl]] = {}
         self._notifiers: dict[str, Callable[..., None]] = {}
+        self._observed: dict[tuple[str, type[Any]], bool] = {}
 
     def invalidate(self) -> None:
         self._impls.clear()
         self._notifiers.clear()
+        self._observed.clear()
 
     def impls(self, hook: str) -> list[Impl]:
         """The implementations of ``hook`` in call order."""
@@ -255,6 +257,18 @@ class HookRuntime:
         if found is None:
             found = _notifier(hook, HOOK_ARGS[hook], self.impls(hook))
             self._notifiers[hook] = found
+        return found
+
+    def observed(self, hook: str, cls: type[Any]) -> bool:
+        """Whether an implementation of ``hook``, which carries an event, takes an event whose
+        data is a ``cls`` (one without :func:`~dsh.markers.for_events` takes every event)."""
+        key = (hook, cls)
+        found = self._observed.get(key)
+        if found is None:
+            wanted = (event_types_of(impl.function) for impl in self.impls(hook))
+            found = self._observed[key] = any(
+                not types or issubclass(cls, types) for types in wanted
+            )
         return found
 
     async def waterfall(self, hook: str, key: str, kwargs: dict[str, Any]) -> Any:
@@ -455,6 +469,10 @@ class Hooks:
 
     def session_event(self, session: Session, event: SessionEvent) -> None:
         self.runtime.notifier("dsh_session_event")(session, event)
+
+    def session_event_observed(self, cls: type[Any]) -> bool:
+        """Whether a ``dsh_session_event`` implementation takes events carrying a ``cls``."""
+        return self.runtime.observed("dsh_session_event", cls)
 
     async def session_checkpoint(self, session: Session) -> None:
         await self.runtime.parallel("dsh_session_checkpoint", {"session": session})

@@ -196,7 +196,7 @@ class LoopAgent(AgentHandle):
     async def _run_step(self, turn: int, step: int) -> StepOutcome | TurnEndReason:
         """Run one step, which abort and dispose can cancel alone (:meth:`_step_outcome`)."""
         self._deliver_steering(turn)
-        self.session.append(StepStart(turn, step))
+        self.session.log(StepStart(turn, step))
         await self._hooks.agent_step_start(self, turn, step)
         result: StepOutcome | TurnEndReason
         error: tuple[BaseException, LlmFailure] | None = None
@@ -208,7 +208,7 @@ class LoopAgent(AgentHandle):
         except Exception as exc:
             error = (exc, failures.plugin_failure(exc))
             result = TurnError(error[1])
-        self.session.append(StepEnd(turn, step))
+        self.session.log(StepEnd(turn, step))
         await self._hooks.agent_step_end(self, turn, step)
         if error is not None:
             await self._log_error(turn, step, *error)
@@ -263,7 +263,7 @@ class LoopAgent(AgentHandle):
     async def _log_error(
         self, turn: int, step: int, exc: BaseException, failure: LlmFailure
     ) -> TurnEndReason:
-        self.session.append(ErrorEvent(turn, step, failure.message, failure.code))
+        self.session.log(ErrorEvent(turn, step, failure.message, failure.code))
         log.warning("turn failed", step=step, code=failure.code, error=failure.message)
         await self._hooks.agent_error(self, turn, step, exc)
         return failures.failure_reason(failure)

@@ -30,7 +30,7 @@ from dsh.content import (
     ToolResult,
 )
 from dsh.errors import DshError
-from dsh.eventlog import EventLog, Packed, pack
+from dsh.eventlog import EventLog, Packed, pack, pack_data
 from dsh.events import (
     CORE_EVENT_TYPES,
     AssistantMessage,
@@ -356,6 +356,18 @@ class Session:
             name = event_type_of(data, self._types)
         return self._add(name, data)
 
+    def log(self, data: EventData, /) -> None:
+        """:meth:`append` without handing the event back: an event the log keeps packed (a
+        stream chunk, a step boundary, a tool call...) that no ``dsh_session_event``
+        implementation takes is never built. The loop logs its own events so."""
+        name, now, hooks = event_type_of(data, self._types), time.time(), self._hooks
+        if hooks is None or not hooks.session_event_observed(type(data)):
+            packed = pack_data(name, now, data)
+            if packed is not None:
+                self._events.append(packed)
+                return
+        self._add(name, data, now)
+
     def append_raw(self, type: str, data: Mapping[str, Any]) -> SessionEvent:
         """Append an event of a ``type`` nobody registered, its ``data`` the raw JSON mapping,
         as a log written by a plugin that is no longer installed holds it (the store kit
@@ -370,8 +382,8 @@ class Session:
             )
         return self._add(type, RawEventData(data))
 
-    def _add(self, name: str, data: EventData) -> SessionEvent:
-        event = SessionEvent(name, len(self._events), time.time(), data)
+    def _add(self, name: str, data: EventData, now: float | None = None) -> SessionEvent:
+        event = SessionEvent(name, len(self._events), time.time() if now is None else now, data)
         self._events.append(pack(event))
         if self._hooks is not None:
             self._hooks.session_event(self, event)

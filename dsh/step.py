@@ -152,11 +152,11 @@ class Step:
         stream = await self.harness.llm.stream(request)
         assembler = BlockAssembler()
         agent, turn, step = self.agent, self.turn, self.step
-        append = agent.session.append
+        log = agent.session.log
         observe = self.harness.hooks.agent_stream_chunk
 
         def record(chunk: StreamChunk) -> None:
-            append(AssistantChunk(turn, step, chunk))
+            log(AssistantChunk(turn, step, chunk))
             observe(agent, turn, step, chunk)
             assembler.push(chunk)
 

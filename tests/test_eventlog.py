@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import itertools
 import pickle
+from typing import Any
 
 import attrs
 import pytest
@@ -37,6 +38,7 @@ from dsh.eventlog import (
     Packed,
     PackedEvent,
     pack,
+    pack_data,
     runs,
     unpack,
 )
@@ -154,6 +156,79 @@ class MyUsage(TokenUsage):
 def test_every_other_event_is_kept_as_it_is(event: SessionEvent) -> None:
     assert pack(event) is event
     assert unpack(0, event) is event
+
+
+def test_every_other_event_has_no_packed_data() -> None:
+    for event in (
+        SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, MyDelta(0, "sub"))),
+        SessionEvent("other/start", 0, 1.0, StepStart(1, 1)),
+        SessionEvent("user/message", 0, 1.0, UserMessage((Text("hi"),))),
+    ):
+        assert pack_data(event.type, event.time, event.data) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        packed_event_data
+        | stream_chunks.map(lambda chunk: AssistantChunk(1, 2, chunk))
+        | st.builds(lambda text: UserMessage((Text(text),)), st.text(max_size=5)),
+        max_size=12,
+    )
+)
+def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
+    """``log(data)`` leaves the log as ``append(data)`` does (with the same clock), packed or
+    not, whether or not the session has hooks."""
+    logged, appended = Session("s"), Session("s")
+    times = itertools.count(1_700_000_000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("dsh.session.time.time", lambda: float(next(times)))
+        for data in items:
+            logged.log(data)
+        times = itertools.count(1_700_000_000)
+        for data in items:
+            appended.append(data)
+    assert logged._events == appended._events or any(d != d for d in items)
+    assert list(logged.events) == list(appended.events) or any(d != d for d in items)
+
+
+def test_an_event_nobody_observes_is_logged_without_being_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a harness's hooks, ``log`` builds (and announces) only the events an implementation
+    of ``dsh_session_event`` takes; the others go to the log packed."""
+    from dsh import Harness, for_events, hookimpl
+
+    seen: list[object] = []
+
+    class Steps:
+        @hookimpl
+        @for_events(StepStart)
+        def dsh_session_event(self, event: SessionEvent) -> None:
+            seen.append(event.data)
+
+    harness = Harness(plugins=[Steps()], load_entrypoints=False)
+    harness.load()
+    session = Session("s", hooks=harness.hooks)
+    built: list[object] = []
+    real = SessionEvent
+
+    def counting(*args: Any) -> SessionEvent:
+        built.append(args[3])
+        return real(*args)
+
+    monkeypatch.setattr("dsh.session.SessionEvent", counting)
+    chunk = AssistantChunk(1, 1, TextDelta(0, "hi"))
+    for data in (StepStart(1, 1), chunk, StepEnd(1, 1), ToolCallEvent(1, 1, "c", "echo", "{}")):
+        session.log(data)
+    assert seen == built == [StepStart(1, 1)]
+    assert [type(e.data) for e in session.events] == [
+        StepStart,
+        AssistantChunk,
+        StepEnd,
+        ToolCallEvent,
+    ]
+    assert all(isinstance(kept, tuple) for kept in session._events)
 
 
 def test_a_long_reply_leaves_nothing_for_the_collector_to_walk() -> None:

@@ -703,6 +703,20 @@ def test_for_events_filters_the_implementations_by_the_class_of_the_data() -> No
     assert failed == ["p0", "p1"]  # contained and logged, as without the filter
 
 
+def test_observed_tells_whether_an_implementation_takes_a_class_of_event_data() -> None:
+    p = plugins(Turns([]))
+    observed = p.runtime.observed
+    assert observed("dsh_session_event", TurnStart) and observed("dsh_session_event", LoudStart)
+    assert not observed("dsh_session_event", StepStart)
+    assert not plugins().runtime.observed("dsh_session_event", TurnStart)  # nobody implements it
+    p.register(Users([]), name="users")  # registering drops what was worked out
+    assert observed("dsh_session_event", UserMessage) and not observed(
+        "dsh_session_event", StepStart
+    )
+    p.register(All([]), name="all")
+    assert observed("dsh_session_event", StepStart)
+
+
 def test_for_events_needs_a_class() -> None:
     with pytest.raises(TypeError, match="at least one"):
         for_events()

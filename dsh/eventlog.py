@@ -37,6 +37,7 @@ from dsh.chunks import (
     FinishStop,
     FinishToolCalls,
     ReasoningDelta,
+    StreamChunk,
     TextDelta,
     TokenUsage,
     ToolCallDelta,
@@ -61,6 +62,7 @@ __all__ = [
     "Packed",
     "PackedEvent",
     "pack",
+    "pack_chunk",
     "pack_data",
     "runs",
     "unpack",
@@ -153,18 +155,22 @@ def pack_data(name: str, time: float, data: Any) -> Packed | None:
     so what no observer asks to see."""
     cls = type(data)
     if cls is AssistantChunk:
-        found = _FIELDS.get(type(data.chunk))
-        if found is not None and name == _CHUNK:
-            code, values = found
-            fields = values(data.chunk)
-            if fields is not None:
-                return (time, data.turn, data.step, code, *fields)
-        return None
+        return pack_chunk(time, data.turn, data.step, data.chunk) if name == _CHUNK else None
     found = _DATA.get(cls)
     if found is not None and name == cls.type:
         code, values = found
         return (time, data.turn, data.step, code, *values(data))
     return None
+
+
+def pack_chunk(time: float, turn: int, step: int, chunk: StreamChunk) -> Packed | None:
+    """What :func:`pack_data` keeps of the chunk event of ``chunk`` (``None``: the event)."""
+    found = _FIELDS.get(type(chunk))
+    if found is None:
+        return None
+    code, values = found
+    fields = values(chunk)
+    return None if fields is None else (time, turn, step, code, *fields)
 
 
 def unpack(seq: int, kept: SessionEvent | Packed) -> SessionEvent:

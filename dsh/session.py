@@ -30,9 +30,10 @@ from dsh.content import (
     ToolResult,
 )
 from dsh.errors import DshError
-from dsh.eventlog import EventLog, Packed, pack, pack_data
+from dsh.eventlog import EventLog, Packed, pack, pack_chunk, pack_data
 from dsh.events import (
     CORE_EVENT_TYPES,
+    AssistantChunk,
     AssistantMessage,
     ContextMessage,
     EventData,
@@ -53,6 +54,7 @@ from dsh.value import Value
 log = structlog.get_logger("dsh.session")
 
 if TYPE_CHECKING:
+    from dsh.chunks import StreamChunk
     from dsh.converter import EventCodec
     from dsh.hooks import Hooks
 
@@ -367,6 +369,18 @@ class Session:
                 self._events.append(packed)
                 return
         self._add(name, data, now)
+
+    def log_chunk(self, turn: int, step: int, chunk: StreamChunk) -> None:
+        """``log(AssistantChunk(turn, step, chunk))``: where nobody takes chunk events, a chunk
+        the log keeps packed is packed straight from ``chunk``, with no event and no
+        :class:`~dsh.events.AssistantChunk` built (the loop logs every streamed chunk so)."""
+        now, hooks = time.time(), self._hooks
+        if hooks is None or not hooks.session_event_observed(AssistantChunk):
+            packed = pack_chunk(now, turn, step, chunk)
+            if packed is not None:
+                self._events.append(packed)
+                return
+        self._add(AssistantChunk.type, AssistantChunk(turn, step, chunk), now)
 
     def append_raw(self, type: str, data: Mapping[str, Any]) -> SessionEvent:
         """Append an event of a ``type`` nobody registered, its ``data`` the raw JSON mapping,

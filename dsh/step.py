@@ -30,7 +30,7 @@ from dsh.config import AgentLoopConfig
 from dsh.content import ToolCall
 from dsh.dispatch import ToolDispatch, with_unique_call_ids
 from dsh.errors import HookError, LlmError
-from dsh.events import AssistantChunk, AssistantMessage
+from dsh.events import AssistantMessage
 from dsh.failures import StepFailed, adapter_error, failed_finish, failure_of
 from dsh.prompt import PromptAssembly, render
 from dsh.request import LlmRequest
@@ -152,11 +152,11 @@ class Step:
         stream = await self.harness.llm.stream(request)
         assembler = BlockAssembler()
         agent, turn, step = self.agent, self.turn, self.step
-        log = agent.session.log
+        log = agent.session.log_chunk
         observe = self.harness.hooks.agent_stream_chunk
 
         def record(chunk: StreamChunk) -> None:
-            log(AssistantChunk(turn, step, chunk))
+            log(turn, step, chunk)
             observe(agent, turn, step, chunk)
             assembler.push(chunk)
 

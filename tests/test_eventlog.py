@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import itertools
 import pickle
-from typing import Any
+from typing import Any, get_args
 
 import attrs
 import pytest
@@ -171,23 +171,27 @@ def test_every_other_event_has_no_packed_data() -> None:
 @given(
     st.lists(
         packed_event_data
-        | stream_chunks.map(lambda chunk: AssistantChunk(1, 2, chunk))
+        | stream_chunks
         | st.builds(lambda text: UserMessage((Text(text),)), st.text(max_size=5)),
         max_size=12,
     )
 )
 def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
-    """``log(data)`` leaves the log as ``append(data)`` does (with the same clock), packed or
-    not, whether or not the session has hooks."""
+    """``log(data)``, and ``log_chunk`` for a stream chunk, leave the log as ``append(data)``
+    does (with the same clock), packed or not."""
     logged, appended = Session("s"), Session("s")
+    chunks = get_args(StreamChunk)  # every chunk class
     times = itertools.count(1_700_000_000)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("dsh.session.time.time", lambda: float(next(times)))
-        for data in items:
-            logged.log(data)
+        for item in items:
+            if isinstance(item, chunks):
+                logged.log_chunk(1, 2, item)
+            else:
+                logged.log(item)
         times = itertools.count(1_700_000_000)
-        for data in items:
-            appended.append(data)
+        for item in items:
+            appended.append(AssistantChunk(1, 2, item) if isinstance(item, chunks) else item)
     assert logged._events == appended._events or any(d != d for d in items)
     assert list(logged.events) == list(appended.events) or any(d != d for d in items)
 
@@ -221,14 +225,34 @@ def test_an_event_nobody_observes_is_logged_without_being_built(
     chunk = AssistantChunk(1, 1, TextDelta(0, "hi"))
     for data in (StepStart(1, 1), chunk, StepEnd(1, 1), ToolCallEvent(1, 1, "c", "echo", "{}")):
         session.log(data)
+    session.log_chunk(1, 1, TextDelta(0, "there"))
     assert seen == built == [StepStart(1, 1)]
     assert [type(e.data) for e in session.events] == [
         StepStart,
         AssistantChunk,
         StepEnd,
         ToolCallEvent,
+        AssistantChunk,
     ]
     assert all(isinstance(kept, tuple) for kept in session._events)
+
+
+def test_a_chunk_someone_observes_is_built_and_announced() -> None:
+    from dsh import Harness, for_events, hookimpl
+
+    seen: list[object] = []
+
+    class Chunks:
+        @hookimpl
+        @for_events(AssistantChunk)
+        def dsh_session_event(self, event: SessionEvent) -> None:
+            seen.append(event.data)
+
+    harness = Harness(plugins=[Chunks()], load_entrypoints=False)
+    harness.load()
+    session = Session("s", hooks=harness.hooks)
+    session.log_chunk(1, 1, TextDelta(0, "hi"))
+    assert seen == [AssistantChunk(1, 1, TextDelta(0, "hi"))] == [e.data for e in session.events]
 
 
 def test_a_long_reply_leaves_nothing_for_the_collector_to_walk() -> None:

@@ -168,7 +168,8 @@ async def test_point2_silence_before_data_and_keep_alives_after_it_stay_stalls(
         "TIMEOUT",
         "the stream made no progress for 0.5 s",
     )
-    stalled = await raw_server(answering([PLAIN[0], *[KEEP_ALIVE.encode(), 0.05] * 30]))
+    keep_alives: list[Part] = [KEEP_ALIVE.encode(), 0.05] * 30  # 1.5 s of them
+    stalled = await raw_server(answering([PLAIN[0], *keep_alives]))
     chunks = await sdk_chunks(stalled, idle_timeout_s=0.5, first_data_timeout_s=5.0)
     assert failure_of(chunks).message == "the stream made no progress for 0.5 s"
 

@@ -196,24 +196,30 @@ def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
     assert list(logged.events) == list(appended.events) or any(d != d for d in items)
 
 
+def _observed(*classes: type[Any]) -> tuple[Session, list[object]]:
+    """A session with a harness's hooks, and the data of the events a ``dsh_session_event``
+    implementation that takes events of ``classes`` was given."""
+    from dsh import Harness, for_events, hookimpl
+
+    seen: list[object] = []
+
+    class Observer:
+        @hookimpl
+        @for_events(*classes)
+        def dsh_session_event(self, event: SessionEvent) -> None:
+            seen.append(event.data)
+
+    harness = Harness(plugins=[Observer()], load_entrypoints=False)
+    harness.load()
+    return Session("s", hooks=harness.hooks), seen
+
+
 def test_an_event_nobody_observes_is_logged_without_being_built(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With a harness's hooks, ``log`` builds (and announces) only the events an implementation
     of ``dsh_session_event`` takes; the others go to the log packed."""
-    from dsh import Harness, for_events, hookimpl
-
-    seen: list[object] = []
-
-    class Steps:
-        @hookimpl
-        @for_events(StepStart)
-        def dsh_session_event(self, event: SessionEvent) -> None:
-            seen.append(event.data)
-
-    harness = Harness(plugins=[Steps()], load_entrypoints=False)
-    harness.load()
-    session = Session("s", hooks=harness.hooks)
+    session, seen = _observed(StepStart)
     built: list[object] = []
     real = SessionEvent
 
@@ -238,19 +244,7 @@ def test_an_event_nobody_observes_is_logged_without_being_built(
 
 
 def test_a_chunk_someone_observes_is_built_and_announced() -> None:
-    from dsh import Harness, for_events, hookimpl
-
-    seen: list[object] = []
-
-    class Chunks:
-        @hookimpl
-        @for_events(AssistantChunk)
-        def dsh_session_event(self, event: SessionEvent) -> None:
-            seen.append(event.data)
-
-    harness = Harness(plugins=[Chunks()], load_entrypoints=False)
-    harness.load()
-    session = Session("s", hooks=harness.hooks)
+    session, seen = _observed(AssistantChunk)
     session.log_chunk(1, 1, TextDelta(0, "hi"))
     assert seen == [AssistantChunk(1, 1, TextDelta(0, "hi"))] == [e.data for e in session.events]
 

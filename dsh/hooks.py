@@ -135,9 +135,7 @@ def _event_notifier(
 
     def calls_for(cls: type[Any]) -> Calls:
         picked = tuple(
-            pair
-            for pair, types in zip(calls, wanted, strict=True)
-            if not types or issubclass(cls, types)
+            pair for pair, types in zip(calls, wanted, strict=True) if _takes(types, cls)
         )
         by_class[cls] = picked
         return picked
@@ -152,6 +150,12 @@ def _event_notifier(
                 log.exception("hook failed", hook=hook, plugin=plugin)
 
     return notify
+
+
+def _takes(types: tuple[type[Any], ...] | None, cls: type[Any]) -> bool:
+    """Whether an implementation that wants events of ``types`` (``None``: every event, as
+    :func:`~dsh.markers.event_types_of` says) takes one whose data is a ``cls``."""
+    return not types or issubclass(cls, types)
 
 
 def _pending(value: Any) -> bool:
@@ -266,9 +270,7 @@ class HookRuntime:
         found = self._observed.get(key)
         if found is None:
             wanted = (event_types_of(impl.function) for impl in self.impls(hook))
-            found = self._observed[key] = any(
-                not types or issubclass(cls, types) for types in wanted
-            )
+            found = self._observed[key] = any(_takes(types, cls) for types in wanted)
         return found
 
     async def waterfall(self, hook: str, key: str, kwargs: dict[str, Any]) -> Any:

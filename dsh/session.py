@@ -356,7 +356,7 @@ class Session:
         else:
             (data,) = args
             name = event_type_of(data, self._types)
-        return self._add(name, data)
+        return self._add(name, data, time.time())
 
     def log(self, data: EventData, /) -> None:
         """:meth:`append` without handing the event back: an event the log keeps packed (a
@@ -394,10 +394,10 @@ class Session:
                 f"event type {type!r} is registered as {known.__qualname__}: "
                 f"append a {known.__qualname__} with append(data)"
             )
-        return self._add(type, RawEventData(data))
+        return self._add(type, RawEventData(data), time.time())
 
-    def _add(self, name: str, data: EventData, now: float | None = None) -> SessionEvent:
-        event = SessionEvent(name, len(self._events), time.time() if now is None else now, data)
+    def _add(self, name: str, data: EventData, now: float) -> SessionEvent:
+        event = SessionEvent(name, len(self._events), now, data)
         self._events.append(pack(event))
         if self._hooks is not None:
             self._hooks.session_event(self, event)

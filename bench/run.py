@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 from attrs import field, frozen
 
 MODEL = "deepseek-v4-flash"
@@ -342,8 +343,6 @@ class JsonLines:
         self._written = 0
 
     def write(self) -> None:
-        import orjson
-
         new = self.events[self._written :]
         if not new:
             return

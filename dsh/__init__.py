@@ -6,8 +6,9 @@ cheap (no plugin, no HTTP client is imported until used).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from dsh.lazy import imported
 
 if TYPE_CHECKING:
     from dsh.agent import Agent, AgentOptions, Continuation, Retry
@@ -75,7 +76,4 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'dsh' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+    return imported(__name__, name, _HOMES)

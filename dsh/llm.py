@@ -1,4 +1,9 @@
-"""The LLM service: adapters registered by model id, and ``stream`` through ``dsh_llm_stream``."""
+"""The LLM service: adapters registered by model id, and ``stream`` through ``dsh_llm_stream``.
+
+An adapter may be registered built, or as a :class:`DeferredAdapter`: built the first time a
+model it serves is used, so that a harness that never calls it (``dsh --help``, a listing, a
+run on another provider) never imports its HTTP client or SDK.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from dsh.value import Value
 if TYPE_CHECKING:
     from dsh.hooks import Hooks
 
-__all__ = ["LlmAdapter", "LlmService", "ModelInfo"]
+__all__ = ["DeferredAdapter", "LlmAdapter", "LlmService", "ModelInfo"]
 
 
 @frozen(repr=False)
@@ -52,59 +57,120 @@ class LlmAdapter(Protocol):
     def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]: ...
 
 
+@frozen(repr=False)
+class DeferredAdapter(Value):
+    """An adapter to build on first use: ``build()`` is called once, the first time one of the
+    models it was registered for is resolved (a request, ``model_info``, ``unavailable``), and
+    what it returns serves them all from then on. A plugin registers one where building the
+    adapter means importing a client (aiohttp, an SDK) that a harness not calling the model
+    should not pay for. A ``build`` that raises is called again at the next use."""
+
+    build: Callable[[], LlmAdapter]
+
+
+class _Registration:
+    """The models of one ``register_adapter`` call share one of these: the adapter, once
+    built, and who registered it."""
+
+    __slots__ = ("adapter", "deferred", "owner")
+
+    def __init__(self, adapter: LlmAdapter | DeferredAdapter, owner: str) -> None:
+        self.owner = owner
+        if isinstance(adapter, DeferredAdapter):
+            self.adapter: LlmAdapter | None = None
+            self.deferred: DeferredAdapter | None = adapter
+        else:
+            self.adapter = adapter
+            self.deferred = None
+
+    def built(self, model: str) -> LlmAdapter:
+        """The adapter, built now if it was deferred; a failure is an ``LlmError`` naming the
+        plugin and the model (``ADAPTER_ERROR`` unless the build raised an ``LlmError``)."""
+        if self.adapter is not None:
+            return self.adapter
+        assert self.deferred is not None
+        try:
+            adapter = self.deferred.build()
+        except LlmError:
+            raise
+        except Exception as exc:
+            raise LlmError.of(
+                "ADAPTER_ERROR",
+                f"the adapter of {self.owner!r} for model {model!r} could not be built: "
+                f"{type(exc).__name__}: {exc}",
+            ) from exc
+        self.adapter = adapter
+        return adapter
+
+
 class LlmService:
     """Model ids → adapters. Ids may carry a provider prefix (``provider/model``)."""
 
     def __init__(self, hooks: Hooks) -> None:
         self._hooks = hooks
-        self._adapters: dict[str, tuple[LlmAdapter, str]] = {}
+        self._adapters: dict[str, _Registration] = {}
 
     def register_adapter(
-        self, models: Iterable[str], adapter: LlmAdapter, owner: str = "host"
+        self, models: Iterable[str], adapter: LlmAdapter | DeferredAdapter, owner: str = "host"
     ) -> Callable[[], None]:
-        """Serve ``models`` with ``adapter``; all or nothing. Returns a disposer."""
+        """Serve ``models`` with ``adapter`` (built, or a :class:`DeferredAdapter`); all or
+        nothing. Returns a disposer."""
         models = list(models)
         for model in models:
             known = self._adapters.get(model)
             if known is not None:
                 raise LlmError.of(
                     "DUPLICATE_ADAPTER",
-                    f"model {model!r} is registered twice: by {known[1]!r} and by {owner!r}",
+                    f"model {model!r} is registered twice: by {known.owner!r} and by {owner!r}",
                 )
+        registration = _Registration(adapter, owner)
         for model in models:
-            self._adapters[model] = (adapter, owner)
+            self._adapters[model] = registration
 
         def dispose() -> None:
             for model in models:
-                if self._adapters.get(model, (None,))[0] is adapter:
+                if self._adapters.get(model) is registration:
                     del self._adapters[model]
 
         return dispose
 
     def models(self) -> list[str]:
+        """Every registered model id (no deferred adapter is built to list them)."""
         return sorted(self._adapters)
 
     def adapter_for(self, model: str) -> LlmAdapter:
+        """The adapter serving ``model``, built now if it was deferred."""
         found = self._adapters.get(model)
         if found is None:
             known = ", ".join(self.models()) or "none"
             raise LlmError.of(
                 "NO_ADAPTER", f"no adapter serves model {model!r}; registered models: {known}"
             )
-        return found[0]
+        adapter = found.adapter
+        return adapter if adapter is not None else found.built(model)
 
     def model_info(self, model: str) -> ModelInfo | None:
-        """What the adapter serving ``model`` says about it, if it says anything."""
-        found = self._adapters.get(model)
-        describe: Any = getattr(found[0], "model_info", None) if found else None
+        """What the adapter serving ``model`` says about it, if it says anything (``None``
+        too when its deferred adapter cannot be built: using the model says why)."""
+        try:
+            adapter = self.adapter_for(model)
+        except LlmError:
+            return None
+        describe: Any = getattr(adapter, "model_info", None)
         info: ModelInfo | None = describe(model) if describe is not None else None
         return info
 
     def unavailable(self, model: str) -> str | None:
         """Why ``model`` cannot be used in this environment (its adapter's optional
-        ``unavailable(model_id)`` says, e.g. a missing dependency), else ``None``."""
-        found = self._adapters.get(model)
-        check: Any = getattr(found[0], "unavailable", None) if found else None
+        ``unavailable(model_id)`` says, e.g. a missing dependency, or its deferred adapter
+        could not be built), else ``None``; ``None`` for a model nobody serves."""
+        if model not in self._adapters:
+            return None
+        try:
+            adapter = self.adapter_for(model)
+        except LlmError as exc:
+            return exc.failure.message
+        check: Any = getattr(adapter, "unavailable", None)
         problem: str | None = check(model) if check is not None else None
         return problem
 
@@ -114,10 +180,12 @@ class LlmService:
         return None if info is None else info.pricing
 
     def adapters(self) -> list[LlmAdapter]:
-        """Each registered adapter once."""
+        """Each registered adapter once: those built so far (a deferred adapter never used
+        has nothing to close)."""
         unique: dict[int, LlmAdapter] = {}
-        for adapter, _ in self._adapters.values():
-            unique.setdefault(id(adapter), adapter)
+        for registration in self._adapters.values():
+            if registration.adapter is not None:
+                unique.setdefault(id(registration.adapter), registration.adapter)
         return list(unique.values())
 
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:

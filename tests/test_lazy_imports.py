@@ -1,7 +1,8 @@
 """Starting a harness imports only what a run uses: the modules of commands (``dsh run``,
-``dsh chat``, ``dsh mcp``), of config documentation and of TOML files, and the OpenTelemetry
-API, load when they are used; the converter builds a union member's functions when it first
-meets one. Checked in a fresh process, where ``sys.modules`` shows what was imported."""
+``dsh chat``, ``dsh mcp``), of config documentation and of TOML files, the OpenTelemetry API,
+and the model adapters with their HTTP client (aiohttp) load when they are used; the converter
+builds a union member's functions when it first meets one. ``dsh --help`` imports no adapter
+and no server either. Checked in a fresh process, where ``sys.modules`` shows what was imported."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from dsh import Harness
 from dsh import converter
 
 async def main():
-    config = {"llm_deepseek": {"api_key": "k"}}
+    config = {
+        "llm_deepseek": {"api_key": "k"},
+        "llm_providers": {"ollama": {"models": {"llama3": {}}}},
+    }
     async with Harness(config=config, disabled=("tools_fs", "tools_shell")) as h:
         report = {
             "plugins": sorted(h.plugins.names()),
@@ -30,7 +34,16 @@ async def main():
 
 asyncio.run(main())
 """
+ADAPTERS = (
+    "aiohttp",
+    "dsh_plugins.llm_anthropic.adapter",
+    "dsh_plugins.llm_deepseek.adapter",
+    "dsh_plugins.llm_openai_sdk.adapter",
+    "dsh_plugins.llm_providers.adapter",
+    "dsh.testing.mockserver.server",
+)
 LAZY = (
+    *ADAPTERS,
     "argparse",
     "dsh.configdoc",
     "dsh_plugins.mcp.commands",
@@ -57,3 +70,27 @@ def test_starting_a_harness_leaves_what_a_run_does_not_use_unimported() -> None:
     assert {"mcp", "otel", "terminal_ui", "persistence_postgres"} <= set(report["plugins"])
     assert report["imported"] == []
     assert report["member functions"] == 0
+
+
+HELP = """
+import json, sys
+from dsh.cli import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.argv[1].split(",") if m in sys.modules)))
+"""
+
+
+def test_dsh_help_imports_no_adapter_and_no_server() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", HELP, ",".join(ADAPTERS)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "mock-server" in done.stdout  # the help was printed, every command's parser built
+    assert json.loads(done.stdout.splitlines()[-1]) == []

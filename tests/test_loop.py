@@ -734,7 +734,7 @@ async def test_turn_numbers_continue_from_a_seeded_session(harness: Harness) -> 
     fork = harness.sessions.fork(agent.session)
     adapter_model = agent.options.model
     resumed = harness.agent_loop.create("second", AgentOptions(model=adapter_model), session=fork)
-    harness.llm._adapters[adapter_model][0].script.append(text_response("b"))  # type: ignore[attr-defined]
+    harness.llm.adapter_for(adapter_model).script.append(text_response("b"))  # type: ignore[attr-defined]
     resumed.send("again")
     await resumed.wait_idle()
     assert [e.turn for e in data_of(fork.events, TurnStart)] == [1, 2]

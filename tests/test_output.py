@@ -235,7 +235,7 @@ async def test_result_errors(harness: Harness) -> None:
     with pytest.raises(OutputError, match="has not finished a turn"):
         await typed.result()
     typed.send("go")
-    await harness.llm._adapters["scripted-typed"][0].started.wait()  # type: ignore[attr-defined]
+    await harness.llm.adapter_for("scripted-typed").started.wait()  # type: ignore[attr-defined]
     typed.abort("stop")
     await typed.wait_idle()
     with pytest.raises(OutputError, match="turn 1 ended aborted"):

@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from dsh import DshError, Harness, LlmError, PromptSection, Stop, Tool, ToolOutcome, hookimpl
+from dsh import (
+    AgentOptions,
+    DshError,
+    Harness,
+    LlmError,
+    PromptSection,
+    Stop,
+    Tool,
+    ToolOutcome,
+    hookimpl,
+)
 from dsh.chunks import StreamChunk, TextDelta
 from dsh.content import AgentSource, Image, Message, PluginSource, Text, ToolResult, text_of
 from dsh.events import (
@@ -18,13 +28,18 @@ from dsh.events import (
     SteeringMessage,
     StepStart,
     ToolResultEvent,
+    TurnCompleted,
+    TurnEnd,
+    TurnError,
     UserMessage,
 )
+from dsh.llm import DeferredAdapter, ModelInfo
 from dsh.prompt import PromptAssembly, render
 from dsh.request import LlmRequest, ToolSchema
 from dsh.session import Session, context_message
 from dsh.testing import ScriptedAdapter, text_response
 from dsh.tools import ToolExecution, as_content
+from tests.helpers import data_of
 
 # -- llm ---------------------------------------------------------------------------------------
 
@@ -94,6 +109,116 @@ async def test_adapters_are_closed_with_the_harness() -> None:
 
         h.llm.register_adapter(["c"], NoClose())
     assert scripted.closed and sync.closed
+
+
+class Described(ScriptedAdapter):
+    """A scripted adapter that says something about its models."""
+
+    def model_info(self, model: str) -> ModelInfo:
+        return ModelInfo(context_window=1_000)
+
+    def unavailable(self, model: str) -> str | None:
+        return "not here" if model == "gone" else None
+
+
+async def test_a_deferred_adapter_is_built_once_at_first_use_for_all_its_models() -> None:
+    built: list[Described] = []
+
+    def build() -> Described:
+        built.append(Described([text_response("a"), text_response("b")]))
+        return built[-1]
+
+    async with Harness(load_entrypoints=False) as h:
+        h.llm.register_adapter(["p/m", "m", "gone"], DeferredAdapter(build), owner="plugin")
+        assert h.llm.models() == ["gone", "m", "p/m"]
+        assert built == [] and h.llm.adapters() == []  # listing builds nothing
+        stream = await h.llm.stream(LlmRequest("p/m", ()))
+        assert [c async for c in stream] == text_response("a")
+        stream = await h.llm.stream(LlmRequest("m", ()))
+        assert [c async for c in stream] == text_response("b")
+        assert len(built) == 1
+        assert h.llm.adapter_for("gone") is h.llm.adapter_for("m") is built[0]
+        assert h.llm.model_info("m") == ModelInfo(context_window=1_000)
+        assert h.llm.unavailable("gone") == "not here"
+        assert h.llm.adapters() == built
+    assert len(built) == 1 and built[0].closed  # closed with the harness, like any adapter
+
+
+async def test_model_info_and_unavailable_build_a_deferred_adapter() -> None:
+    built: list[Described] = []
+
+    def build() -> Described:
+        built.append(Described([]))
+        return built[-1]
+
+    async with Harness(load_entrypoints=False) as h:
+        h.llm.register_adapter(["a"], DeferredAdapter(build))
+        h.llm.register_adapter(["b"], DeferredAdapter(build))
+        assert h.llm.model_info("a") == ModelInfo(context_window=1_000)
+        assert h.llm.unavailable("b") is None
+        assert h.llm.unavailable("nobody") is None and h.llm.model_info("nobody") is None
+        assert len(built) == 2
+
+
+async def test_a_deferred_adapter_never_used_is_never_built_nor_closed() -> None:
+    def build() -> ScriptedAdapter:
+        raise AssertionError("built")
+
+    async with Harness(load_entrypoints=False) as h:
+        dispose = h.llm.register_adapter(["a"], DeferredAdapter(build))
+        dispose()
+        h.llm.register_adapter(["a"], DeferredAdapter(build))  # the id is free again
+
+
+async def test_an_adapter_that_cannot_be_built_ends_the_turn_with_why_and_is_tried_again() -> None:
+    attempts: list[str] = []
+
+    def build() -> ScriptedAdapter:
+        attempts.append("build")
+        if len(attempts) == 1:
+            raise ModuleNotFoundError("No module named 'somesdk'")
+        return ScriptedAdapter([text_response("second time")])
+
+    async with Harness(load_entrypoints=False) as h:
+        h.llm.register_adapter(["m"], DeferredAdapter(build), owner="llm_some")
+        agent = h.agent_loop.create("a", AgentOptions(model="m"))
+        agent.send("one")
+        await agent.wait_idle()
+        reason = data_of(agent.session.events, TurnEnd)[-1].reason
+        assert isinstance(reason, TurnError)
+        assert reason.failure.code == "ADAPTER_ERROR"
+        assert reason.failure.message == (
+            "the adapter of 'llm_some' for model 'm' could not be built: "
+            "ModuleNotFoundError: No module named 'somesdk'"
+        )
+        assert data_of(agent.session.events, UserMessage)[0].content == (Text("one"),)
+        # The loop goes on; the next use builds it again, and this time it works.
+        agent.send("two")
+        await agent.wait_idle()
+        assert isinstance(data_of(agent.session.events, TurnEnd)[-1].reason, TurnCompleted)
+        assert attempts == ["build", "build"]
+
+
+async def test_a_build_failure_says_why_in_unavailable_and_an_llm_error_stays_as_it_is() -> None:
+    def broken() -> ScriptedAdapter:
+        raise ValueError("bad base_url")
+
+    def no_key() -> ScriptedAdapter:
+        raise LlmError.of("AUTH", "no API key: set SOME_KEY")
+
+    async with Harness(load_entrypoints=False) as h:
+        h.llm.register_adapter(["broken"], DeferredAdapter(broken), owner="p")
+        h.llm.register_adapter(["no-key"], DeferredAdapter(no_key), owner="p")
+        assert h.llm.unavailable("broken") == (
+            "the adapter of 'p' for model 'broken' could not be built: ValueError: bad base_url"
+        )
+        assert h.llm.model_info("broken") is None
+        with pytest.raises(LlmError, match="ADAPTER_ERROR: the adapter of 'p'") as info:
+            h.llm.adapter_for("broken")
+        assert isinstance(info.value.__cause__, ValueError)
+        assert h.llm.unavailable("no-key") == "no API key: set SOME_KEY"
+        with pytest.raises(LlmError, match="^AUTH: no API key: set SOME_KEY$"):
+            h.llm.adapter_for("no-key")
 
 
 # -- tools -------------------------------------------------------------------------------------

@@ -3,19 +3,25 @@
 Serves ``anthropic/<model>`` (Anthropic, ``ANTHROPIC_API_KEY``) and ``deepseek-anthropic/<model>``
 (DeepSeek's Anthropic-format endpoint, ``DEEPSEEK_API_KEY``): the same DeepSeek models as
 ``llm_deepseek``, through a completely different wire protocol. Configured by section
-``llm_anthropic`` (:class:`AnthropicConfig`); see ``docs/plugins/llm_anthropic.md``.
+``llm_anthropic`` (:class:`AnthropicConfig`); see ``docs/plugins/llm_anthropic.md``. Each
+provider's adapter is built (and aiohttp imported) the first time one of its models is used.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.harness import Harness
+from dsh.lazy import imported
+from dsh.llm import DeferredAdapter
 from dsh.markers import hookimpl
-from dsh_plugins.llm_anthropic.adapter import ANTHROPIC, DEEPSEEK, MessagesAdapter, Provider
-from dsh_plugins.llm_anthropic.config import AnthropicConfig
-from dsh_plugins.llm_anthropic.events import EventTranslator
+from dsh_plugins.llm_anthropic.config import ANTHROPIC, DEEPSEEK, AnthropicConfig, Provider
+
+if TYPE_CHECKING:
+    from dsh_plugins.llm_anthropic.adapter import MessagesAdapter
+    from dsh_plugins.llm_anthropic.events import EventTranslator
 
 __all__ = [
     "ANTHROPIC",
@@ -29,31 +35,48 @@ __all__ = [
 ]
 
 SECTION = "llm_anthropic"
+_HOMES = {
+    "EventTranslator": "dsh_plugins.llm_anthropic.events",
+    "MessagesAdapter": "dsh_plugins.llm_anthropic.adapter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return imported(__name__, name, _HOMES)
+
+
+def _served(config: AnthropicConfig) -> list[tuple[Provider, str, tuple[str, ...], str | None]]:
+    """Each provider that serves any model: where, which models, with which configured key."""
+    both = [
+        (ANTHROPIC, config.anthropic_base_url, config.anthropic_models, config.anthropic_api_key),
+        (DEEPSEEK, config.deepseek_base_url, config.deepseek_models, config.deepseek_api_key),
+    ]
+    return [served for served in both if served[2]]
+
+
+def _build(
+    provider: Provider,
+    config: AnthropicConfig,
+    base_url: str,
+    models: tuple[str, ...],
+    api_key: str | None,
+) -> MessagesAdapter:
+    from dsh_plugins.llm_anthropic.adapter import MessagesAdapter
+
+    return MessagesAdapter(provider, config, base_url, models, api_key)
 
 
 def adapters(config: AnthropicConfig) -> list[MessagesAdapter]:
-    """One adapter per provider that serves any model."""
-    built = [
-        MessagesAdapter(
-            ANTHROPIC,
-            config,
-            config.anthropic_base_url,
-            config.anthropic_models,
-            config.anthropic_api_key,
-        ),
-        MessagesAdapter(
-            DEEPSEEK,
-            config,
-            config.deepseek_base_url,
-            config.deepseek_models,
-            config.deepseek_api_key,
-        ),
+    """One adapter per provider that serves any model, built now."""
+    return [
+        _build(provider, config, base_url, models, api_key)
+        for provider, base_url, models, api_key in _served(config)
     ]
-    return [adapter for adapter in built if adapter.models]
 
 
 class AnthropicPlugin:
-    """Registers the config section and the two providers' adapters per harness."""
+    """Registers the config section and the two providers' adapters per harness, each built on
+    first use."""
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -61,5 +84,11 @@ class AnthropicPlugin:
 
     @hookimpl
     def dsh_register_llm_adapters(self, register: Callable[..., Any], harness: Harness) -> None:
-        for adapter in adapters(harness.config.section(SECTION, AnthropicConfig)):
-            register(adapter.model_ids(), adapter)
+        config = harness.config.section(SECTION, AnthropicConfig)
+        for provider, base_url, models, api_key in _served(config):
+            register(
+                provider.ids(models),
+                DeferredAdapter(
+                    functools.partial(_build, provider, config, base_url, models, api_key)
+                ),
+            )

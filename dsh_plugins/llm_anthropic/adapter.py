@@ -16,7 +16,6 @@ from typing import Any
 import aiohttp
 import attrs
 import structlog
-from attrs import frozen
 
 from dsh import keys
 from dsh.chunks import LlmFailure, StreamChunk
@@ -25,8 +24,7 @@ from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent
 from dsh.streaming import EventReader, HttpClient, decode_json
-from dsh.value import Value
-from dsh_plugins.llm_anthropic.config import AnthropicConfig
+from dsh_plugins.llm_anthropic.config import ANTHROPIC, DEEPSEEK, AnthropicConfig, Provider
 from dsh_plugins.llm_anthropic.events import EventTranslator
 from dsh_plugins.llm_anthropic.failures import (
     QUOTE_CHARS,
@@ -42,30 +40,6 @@ __all__ = ["ANTHROPIC", "API_VERSION", "DEEPSEEK", "MessagesAdapter", "Provider"
 #: The ``anthropic-version`` header every request carries (DeepSeek's endpoint ignores it).
 API_VERSION = "2023-06-01"
 log = structlog.get_logger("dsh.llm_anthropic")
-
-
-@frozen(repr=False)
-class Provider(Value):
-    """One Messages API provider: the id prefix it serves, its name in messages, where its key
-    comes from (environment variable, ``dsh keys`` name, config option)."""
-
-    prefix: str
-    name: str
-    env_var: str
-    key_name: str
-    option: str
-
-
-ANTHROPIC = Provider(
-    "anthropic", "Anthropic", "ANTHROPIC_API_KEY", "anthropic", "anthropic_api_key"
-)
-DEEPSEEK = Provider(
-    "deepseek-anthropic",
-    "DeepSeek (Anthropic format)",
-    "DEEPSEEK_API_KEY",
-    "deepseek",
-    "deepseek_api_key",
-)
 
 
 class MessagesAdapter:
@@ -93,7 +67,7 @@ class MessagesAdapter:
         return f"<MessagesAdapter {self.provider.prefix} {self.base_url}>"
 
     def model_ids(self) -> list[str]:
-        return [f"{self.provider.prefix}/{model}" for model in self.models]
+        return self.provider.ids(self.models)
 
     def model_info(self, model_id: str) -> ModelInfo | None:
         """DeepSeek's models through this endpoint are the models of the DeepSeek table, but

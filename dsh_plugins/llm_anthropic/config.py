@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from attrs import field, frozen
 
 from dsh.config import at_least, greater_than
 from dsh.value import Value
 
 __all__ = [
+    "ANTHROPIC",
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_MODELS",
+    "DEEPSEEK",
     "DEEPSEEK_BASE_URL",
     "DEEPSEEK_MODELS",
     "AnthropicConfig",
+    "Provider",
 ]
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -51,3 +56,31 @@ class AnthropicConfig(Value):
     first_data_timeout_s: float = field(default=600.0, validator=greater_than(0))
     max_event_bytes: int = field(default=4 * 1024 * 1024, validator=at_least(1))
     max_connections: int = field(default=0, validator=at_least(0))
+
+
+@frozen(repr=False)
+class Provider(Value):
+    """One Messages API provider: the id prefix it serves, its name in messages, where its key
+    comes from (environment variable, ``dsh keys`` name, config option)."""
+
+    prefix: str
+    name: str
+    env_var: str
+    key_name: str
+    option: str
+
+    def ids(self, models: Iterable[str]) -> list[str]:
+        """The ids this provider serves ``models`` under: ``<prefix>/<model>``."""
+        return [f"{self.prefix}/{model}" for model in models]
+
+
+ANTHROPIC = Provider(
+    "anthropic", "Anthropic", "ANTHROPIC_API_KEY", "anthropic", "anthropic_api_key"
+)
+DEEPSEEK = Provider(
+    "deepseek-anthropic",
+    "DeepSeek (Anthropic format)",
+    "DEEPSEEK_API_KEY",
+    "deepseek",
+    "deepseek_api_key",
+)

@@ -2,27 +2,48 @@
 
 Serves every configured model as ``deepseek/<model>`` and, as the default provider, by its bare
 name. Configured by section ``llm_deepseek`` (:class:`DeepSeekConfig`); see
-``docs/plugins/llm_deepseek.md``.
+``docs/plugins/llm_deepseek.md``. The adapter is built (and aiohttp imported) the first time one
+of its models is used.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.harness import Harness
+from dsh.lazy import imported
+from dsh.llm import DeferredAdapter
 from dsh.markers import hookimpl
-from dsh_plugins.llm_deepseek.adapter import PROVIDER, DeepSeekAdapter
-from dsh_plugins.llm_deepseek.config import DeepSeekConfig
-from dsh_plugins.llm_deepseek.translate import ChunkTranslator
+from dsh_plugins.llm_deepseek.config import PROVIDER, DeepSeekConfig
+from dsh_plugins.llm_deepseek.models import served_ids
+
+if TYPE_CHECKING:
+    from dsh_plugins.llm_deepseek.adapter import DeepSeekAdapter
+    from dsh_plugins.llm_deepseek.translate import ChunkTranslator
 
 __all__ = ["PROVIDER", "ChunkTranslator", "DeepSeekAdapter", "DeepSeekConfig", "DeepSeekPlugin"]
 
 SECTION = "llm_deepseek"
+_HOMES = {
+    "ChunkTranslator": "dsh_plugins.llm_deepseek.translate",
+    "DeepSeekAdapter": "dsh_plugins.llm_deepseek.adapter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return imported(__name__, name, _HOMES)
+
+
+def _build(config: DeepSeekConfig) -> DeepSeekAdapter:
+    from dsh_plugins.llm_deepseek.adapter import DeepSeekAdapter
+
+    return DeepSeekAdapter(config)
 
 
 class DeepSeekPlugin:
-    """Registers the config section and one adapter per harness."""
+    """Registers the config section and one adapter per harness, built on first use."""
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -30,5 +51,7 @@ class DeepSeekPlugin:
 
     @hookimpl
     def dsh_register_llm_adapters(self, register: Callable[..., Any], harness: Harness) -> None:
-        adapter = DeepSeekAdapter(harness.config.section(SECTION, DeepSeekConfig))
-        register(adapter.model_ids(), adapter)
+        config = harness.config.section(SECTION, DeepSeekConfig)
+        register(
+            served_ids(config.models, PROVIDER), DeferredAdapter(functools.partial(_build, config))
+        )

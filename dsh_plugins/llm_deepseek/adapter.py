@@ -24,7 +24,7 @@ from dsh.memo import HistoryMemo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent
 from dsh.streaming import EventReader, HttpClient, decode_json
-from dsh_plugins.llm_deepseek.config import DeepSeekConfig
+from dsh_plugins.llm_deepseek.config import PROVIDER, DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import (
     QUOTE_CHARS,
     http_failure,
@@ -43,7 +43,6 @@ from dsh_plugins.llm_deepseek.translate import ChunkTranslator
 
 __all__ = ["PROVIDER", "DeepSeekAdapter"]
 
-PROVIDER = "deepseek"
 #: The most messages whose encoded JSON the adapter keeps per mode (sessions used least recently
 #: are forgotten first): the bound the cache of wire forms had before.
 MEMO_MESSAGES = 16_384

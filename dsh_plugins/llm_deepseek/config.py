@@ -7,8 +7,10 @@ from attrs import field, frozen
 from dsh.config import at_least, greater_than
 from dsh.value import Value
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "DeepSeekConfig"]
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "PROVIDER", "DeepSeekConfig"]
 
+#: The prefix of the ids this plugin serves (``deepseek/<model>``; bare names too).
+PROVIDER = "deepseek"
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 

@@ -26,8 +26,13 @@ from dsh import keys
 from dsh.chunks import Finish, FinishAborted, FinishError, LlmFailure, StreamChunk
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
-from dsh_plugins.llm_deepseek.models import model_info, served_ids, wire_name
-from dsh_plugins.llm_openai_sdk.config import OpenAISdkConfig
+from dsh_plugins.llm_deepseek.models import model_info, wire_name
+from dsh_plugins.llm_openai_sdk.config import (
+    INSTALL,
+    PROVIDER,
+    OpenAISdkConfig,
+    served_model_ids,
+)
 from dsh_plugins.llm_openai_sdk.params import create_params, uses_beta
 
 if TYPE_CHECKING:
@@ -35,8 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ABORTED", "INSTALL", "PROVIDER", "OpenAISdkAdapter"]
 
-PROVIDER = "deepseek-sdk"
-INSTALL = "pip install 'dsh-harness[openai]'"
 ABORTED = LlmFailure("the stream was cancelled by its consumer", "ABORTED")
 log = structlog.get_logger("dsh.llm_openai_sdk")
 
@@ -89,12 +92,8 @@ class OpenAISdkAdapter:
         return f"<OpenAISdkAdapter {self.base_url}>"
 
     def model_ids(self) -> list[str]:
-        """Every id this adapter serves: each configured model, and the retired names the API
-        still accepts for it (DeepSeek's model table), ``deepseek-sdk/``-prefixed."""
-        prefix = f"{PROVIDER}/"
-        return [
-            name for name in served_ids(self.config.models, PROVIDER) if name.startswith(prefix)
-        ]
+        """Every id this adapter serves (:func:`served_model_ids` of its configured models)."""
+        return served_model_ids(self.config.models)
 
     def model_info(self, model_id: str) -> ModelInfo | None:
         """Context window, output limit, image input, thinking default and prices of a model

@@ -3,12 +3,27 @@ never means learning new options."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from attrs import field, frozen
 
 from dsh.config import greater_than
 from dsh.value import Value
+from dsh_plugins.llm_deepseek.models import served_ids
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "OpenAISdkConfig"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODELS",
+    "INSTALL",
+    "PROVIDER",
+    "OpenAISdkConfig",
+    "served_model_ids",
+]
+
+#: The prefix of the ids this plugin serves (``deepseek-sdk/<model>``, never bare names).
+PROVIDER = "deepseek-sdk"
+#: What installs the SDK.
+INSTALL = "pip install 'dsh-harness[openai]'"
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
@@ -37,3 +52,10 @@ class OpenAISdkConfig(Value):
     connect_timeout_s: float = field(default=10.0, validator=greater_than(0))
     idle_timeout_s: float = field(default=120.0, validator=greater_than(0))
     first_data_timeout_s: float = field(default=600.0, validator=greater_than(0))
+
+
+def served_model_ids(models: Iterable[str]) -> list[str]:
+    """Every id the adapter serves for ``models``: each one, and the retired names the API
+    still accepts for it (DeepSeek's model table), ``deepseek-sdk/``-prefixed."""
+    prefix = f"{PROVIDER}/"
+    return [name for name in served_ids(models, PROVIDER) if name.startswith(prefix)]

@@ -9,12 +9,14 @@ with the capabilities the config gives them. Configured by section ``llm_provide
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh.harness import Harness
+from dsh.lazy import imported
+from dsh.llm import DeferredAdapter
 from dsh.markers import hookimpl
-from dsh_plugins.llm_providers.adapter import ProviderAdapter
 from dsh_plugins.llm_providers.config import (
     BUILT_IN,
     LlmProvidersConfig,
@@ -22,7 +24,10 @@ from dsh_plugins.llm_providers.config import (
     ProviderSettings,
 )
 from dsh_plugins.llm_providers.profiles import PROFILES, Provider, resolve
-from dsh_plugins.llm_providers.translate import Translator
+
+if TYPE_CHECKING:
+    from dsh_plugins.llm_providers.adapter import ProviderAdapter
+    from dsh_plugins.llm_providers.translate import Translator
 
 __all__ = [
     "BUILT_IN",
@@ -38,10 +43,25 @@ __all__ = [
 ]
 
 SECTION = "llm_providers"
+_HOMES = {
+    "ProviderAdapter": "dsh_plugins.llm_providers.adapter",
+    "Translator": "dsh_plugins.llm_providers.translate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return imported(__name__, name, _HOMES)
+
+
+def _build(provider: Provider) -> ProviderAdapter:
+    from dsh_plugins.llm_providers.adapter import ProviderAdapter
+
+    return ProviderAdapter(provider)
 
 
 class LlmProvidersPlugin:
-    """Registers the section and one adapter per provider the config names."""
+    """Registers the section and one adapter per provider the config names, each built on
+    first use (a provider's settings are checked at start)."""
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -51,5 +71,5 @@ class LlmProvidersPlugin:
     def dsh_register_llm_adapters(self, register: Callable[..., Any], harness: Harness) -> None:
         config = harness.config.section(SECTION, LlmProvidersConfig)
         for name, settings in config.named().items():
-            adapter = ProviderAdapter(resolve(name, settings))
-            register(adapter.model_ids(), adapter)
+            provider = resolve(name, settings)
+            register(provider.model_ids(), DeferredAdapter(functools.partial(_build, provider)))

@@ -46,7 +46,7 @@ class ProviderAdapter:
         return f"<ProviderAdapter {self.provider.name} {self.provider.base_url}>"
 
     def model_ids(self) -> list[str]:
-        return [f"{self.provider.name}/{model}" for model in self.provider.models]
+        return self.provider.model_ids()
 
     def _model(self, model_id: str) -> str:
         return model_id.removeprefix(f"{self.provider.name}/")

@@ -86,6 +86,10 @@ class Provider(Value):
         env = f"set {self.api_key_env} or " if self.api_key_env else ""
         return f"{env}store one with 'dsh keys set {self.name}'"
 
+    def model_ids(self) -> list[str]:
+        """The ids its models are served under: ``<provider>/<model>``."""
+        return [f"{self.name}/{model}" for model in self.models]
+
 
 def _pick(value: T | None, default: T) -> T:
     return default if value is None else value

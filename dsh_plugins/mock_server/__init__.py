@@ -16,6 +16,7 @@ from typing import Any
 from dsh.deprecation import moved
 from dsh.harness import Command
 from dsh.markers import hookimpl
+from dsh_plugins.mock_server import options
 
 __all__ = ["DEMO_HELP", "MOCK_SERVER_HELP", "MockServerPlugin"]
 
@@ -63,9 +64,7 @@ class MockServerPlugin:
                 "mock-server",
                 MOCK_SERVER_HELP,
                 _deferred("cli", "run"),
-                _deferred("cli", "configure"),
+                options.mock_server,
             )
         )
-        register(
-            Command("demo", DEMO_HELP, _deferred("demo", "run"), _deferred("demo", "configure"))
-        )
+        register(Command("demo", DEMO_HELP, _deferred("demo", "run"), options.demo))

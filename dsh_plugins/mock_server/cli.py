@@ -9,20 +9,9 @@ from typing import TextIO
 
 from dsh.testing.mockserver.catalogue import check_spec
 from dsh.testing.mockserver.server import MockServer
+from dsh_plugins.mock_server.options import mock_server as configure
 
 __all__ = ["configure", "run", "setup_block"]
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: free)")
-    parser.add_argument("--api-key", help="the only bearer token accepted (default: any)")
-    parser.add_argument(
-        "--scenario",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="queue a scenario for the next request (repeatable; see docs/plugins/mock_server.md)",
-    )
 
 
 async def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:

@@ -21,13 +21,14 @@ from dsh.harness import Harness
 from dsh.request import ToolSchema
 from dsh.testing.mockserver.server import MockServer
 from dsh.tools import Tool, ToolExecution
+from dsh_plugins.mock_server.options import DEMO_PROMPT
+from dsh_plugins.mock_server.options import demo as configure
 from dsh_plugins.persistence_jsonl import JsonlStore, file_name
 from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
 
 __all__ = ["DEMO_MODEL", "DEMO_PROMPT", "DemoHost", "configure", "run"]
 
 DEMO_MODEL = "deepseek-flash"
-DEMO_PROMPT = 'How many words are in "the quick brown fox jumps over the lazy dog"?'
 
 
 async def _word_count(args: Any, execution: ToolExecution) -> str:
@@ -98,10 +99,6 @@ class DemoHost:
     def _write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prompt", default=DEMO_PROMPT, help="what to ask the demo agent")
 
 
 async def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:

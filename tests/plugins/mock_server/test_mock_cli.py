@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from dsh import Harness
-from dsh_plugins.mock_server import DEMO_HELP, MockServerPlugin, cli, demo
+from dsh_plugins.mock_server import DEMO_HELP, MockServerPlugin, cli, demo, options
 
 ENGINE_MODULES = {
     "anthropic",
@@ -44,15 +44,18 @@ async def test_the_plugin_registers_both_commands_and_imports_them_when_used(
 ) -> None:
     ran: list[object] = []
     monkeypatch.setattr(demo, "run", ran.append)
-    monkeypatch.setattr(demo, "configure", ran.append)
     async with Harness(load_entrypoints=False, plugins=[MockServerPlugin]) as harness:
         assert sorted(harness.commands) == ["demo", "mock-server"]
         command = harness.commands["demo"]
         assert command.help == DEMO_HELP
-        assert command.configure is not None
         command.run("args")
-        command.configure("parser")
-    assert ran == ["args", "parser"]
+        # The options come from a module that imports nothing (every dsh parser builds them).
+        assert command.configure is options.demo is demo.configure
+        assert harness.commands["mock-server"].configure is options.mock_server is cli.configure
+        parser = argparse.ArgumentParser()
+        command.configure(parser)
+        assert parser.parse_args([]).prompt == options.DEMO_PROMPT == demo.DEMO_PROMPT
+    assert ran == ["args"]
 
 
 def test_the_old_package_exports_still_resolve_with_a_warning() -> None:

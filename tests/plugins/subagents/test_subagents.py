@@ -198,7 +198,7 @@ async def test_disposing_the_parent_disposes_its_children() -> None:
         parent = main(harness)
         child = harness.agent_loop.create("main.c", AgentOptions(model="m"), parent=parent)
         child.send("work")
-        await harness.llm._adapters["m"][0].child.started.wait()  # type: ignore[attr-defined]
+        await harness.llm.adapter_for("m").child.started.wait()  # type: ignore[attr-defined]
         await parent.dispose()
         assert child.status == "disposed"
         (end,) = data(parent, "subagent/end")
@@ -213,7 +213,7 @@ async def test_an_aborted_parent_turn_aborts_children_made_through_the_seam() ->
         child = harness.agent_loop.create("main.c", AgentOptions(model="m"), parent=parent)
         child.send("work")
         parent.send("work too")
-        models: Models = harness.llm._adapters["m"][0]  # type: ignore[assignment]
+        models: Models = harness.llm.adapter_for("m")  # type: ignore[assignment]
         await models.child.started.wait()
         await models.parent.started.wait()
         parent.abort()

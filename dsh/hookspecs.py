@@ -69,6 +69,12 @@ def dsh_register_llm_adapters(
     ``adapter`` has ``stream(request) -> AsyncIterator[StreamChunk]`` and may have ``aclose()``
     (awaited at harness stop) and ``model_info(model_id)``. Registering a model id twice fails,
     naming both plugins.
+
+    ``adapter`` may instead be a :class:`dsh.llm.DeferredAdapter` (``DeferredAdapter(build)``):
+    ``build()`` runs the first time one of the ids is used, so a harness that never calls the
+    model never imports what the adapter needs (the built-in adapters register so: loading
+    them does not import aiohttp). A build that raises ends that use with ``ADAPTER_ERROR``,
+    naming the plugin and the model, and is tried again at the next.
     """
 
 

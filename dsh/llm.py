@@ -83,11 +83,10 @@ class _Registration:
             self.adapter = adapter
             self.deferred = None
 
-    def built(self, model: str) -> LlmAdapter:
-        """The adapter, built now if it was deferred; a failure is an ``LlmError`` naming the
-        plugin and the model (``ADAPTER_ERROR`` unless the build raised an ``LlmError``)."""
-        if self.adapter is not None:
-            return self.adapter
+    def build(self, model: str) -> LlmAdapter:
+        """Build the deferred adapter (asked for ``model``) and keep it; a failure is an
+        ``LlmError`` naming the plugin and the model (``ADAPTER_ERROR`` unless the build raised
+        an ``LlmError`` itself)."""
         assert self.deferred is not None
         try:
             adapter = self.deferred.build()
@@ -147,7 +146,7 @@ class LlmService:
                 "NO_ADAPTER", f"no adapter serves model {model!r}; registered models: {known}"
             )
         adapter = found.adapter
-        return adapter if adapter is not None else found.built(model)
+        return adapter if adapter is not None else found.build(model)
 
     def model_info(self, model: str) -> ModelInfo | None:
         """What the adapter serving ``model`` says about it, if it says anything (``None``

@@ -108,4 +108,4 @@ def test_import_dsh_loads_no_plugin_and_no_http_client() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('dsh_plugins', 'aiohttp', 'dsh.'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "['dsh.lazy']"  # the lazy-name helper, nothing else

@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from dsh import keys
+from dsh import AgentOptions, Harness, keys
 from dsh.cli import main
+from dsh.content import Text
+from dsh.events import TurnCompleted, TurnEnd, TurnError, UserMessage
 from dsh.testing.mockserver import MockServer
 from dsh.userconfig import UserConfigError, config_dir
+from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.terminal_ui import startup
+from tests.helpers import data_of
 from tests.plugins.terminal_ui.test_startup import deepseek_harness
 
 
@@ -64,8 +68,12 @@ def test_bad_names_keys_and_files_are_clear_errors_that_lose_nothing() -> None:
     assert keys.load() == {"deepseek": "sk-1"}
     keys.keys_path().write_text("[1, 2]")
     broken = dsh("keys", "set", "deepseek", "--value", "sk-3")
-    assert broken.returncode == 2  # the adapters read the file as the harness loads
-    assert f"{keys.keys_path()} is not a JSON object of names to strings" in broken.stderr
+    # The command that reads the file says what is wrong with it (the adapters read it only
+    # when a model is first used, so loading the harness does not).
+    assert broken.returncode == 1
+    assert broken.stderr.startswith(
+        f"dsh keys set: {keys.keys_path()} is not a JSON object of names to strings"
+    )
     assert keys.keys_path().read_text() == "[1, 2]"  # not overwritten
     keys.keys_path().write_text("{not json")
     with pytest.raises(UserConfigError, match="fix it, or delete it"):
@@ -142,6 +150,37 @@ async def test_the_adapters_send_the_stored_key(tmp_path: Path) -> None:
         )  # fmt: skip
         _, stderr = await process.communicate()
         assert process.returncode == 0, stderr.decode()
+        assert server.requests[0].headers["Authorization"] == "Bearer sk-stored"
+
+
+async def test_a_broken_keys_file_ends_the_turn_saying_so_and_is_read_again_once_fixed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    keys.keys_path().parent.mkdir(parents=True, exist_ok=True)
+    keys.keys_path().write_text("[1, 2]")
+    async with MockServer(api_key="sk-stored") as server:
+        config = {"llm_deepseek": {"base_url": server.url}}
+        async with Harness(load_entrypoints=False, plugins=[DeepSeekPlugin()], config=config) as h:
+            # Loading the harness reads no key: the adapter is built when the model is used.
+            agent = h.agent_loop.create("a", AgentOptions(model="deepseek-flash", thinking=False))
+            agent.send("hi")
+            await agent.wait_idle()
+            reason = data_of(agent.session.events, TurnEnd)[-1].reason
+            assert isinstance(reason, TurnError) and reason.failure.code == "ADAPTER_ERROR"
+            assert reason.failure.message.startswith(
+                "the adapter of 'DeepSeekPlugin' for model 'deepseek-flash' could not be built: "
+                f"UserConfigError: {keys.keys_path()} is not a JSON object of names to strings"
+            )
+            assert server.requests == []
+            keys.keys_path().write_text('{"deepseek": "sk-stored"}')
+            agent.send("again")
+            await agent.wait_idle()
+            assert isinstance(data_of(agent.session.events, TurnEnd)[-1].reason, TurnCompleted)
+            assert [m.content for m in data_of(agent.session.events, UserMessage)] == [
+                (Text("hi"),),
+                (Text("again"),),
+            ]
         assert server.requests[0].headers["Authorization"] == "Bearer sk-stored"
 
 

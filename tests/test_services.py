@@ -217,7 +217,7 @@ async def test_a_build_failure_says_why_in_unavailable_and_an_llm_error_stays_as
             h.llm.adapter_for("broken")
         assert isinstance(info.value.__cause__, ValueError)
         assert h.llm.unavailable("no-key") == "no API key: set SOME_KEY"
-        with pytest.raises(LlmError, match="^AUTH: no API key: set SOME_KEY$"):
+        with pytest.raises(LlmError, match=r"^AUTH: no API key: set SOME_KEY$"):
             h.llm.adapter_for("no-key")
 
 

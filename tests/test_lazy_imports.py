@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 START = """
@@ -72,25 +74,37 @@ def test_starting_a_harness_leaves_what_a_run_does_not_use_unimported() -> None:
     assert report["member functions"] == 0
 
 
-HELP = """
+COMMAND = """
 import json, sys
 from dsh.cli import main
 try:
-    main(["--help"])
+    main(sys.argv[2:])
 except SystemExit:
     pass
 print(json.dumps(sorted(m for m in sys.argv[1].split(",") if m in sys.modules)))
 """
 
 
-def test_dsh_help_imports_no_adapter_and_no_server() -> None:
+@pytest.mark.parametrize(
+    ("argv", "unimported", "printed"),
+    [
+        # Every command's parser is built, and no adapter, no server, no HTTP client loaded.
+        (["--help"], ADAPTERS, "mock-server"),
+        # Every model is listed with what its adapter says: the adapters are built, but the
+        # openai SDK (~0.5 s to import) is only looked for.
+        (["models"], ("openai", "dsh.testing.mockserver.server"), "deepseek-sdk/deepseek-flash"),
+    ],
+)
+def test_commands_import_only_what_they_use(
+    argv: list[str], unimported: tuple[str, ...], printed: str
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", HELP, ",".join(ADAPTERS)],
+        [sys.executable, "-c", COMMAND, ",".join(unimported), *argv],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DSH_DISABLE_PLUGINS": ""},
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    assert "mock-server" in done.stdout  # the help was printed, every command's parser built
+    assert printed in done.stdout
     assert json.loads(done.stdout.splitlines()[-1]) == []

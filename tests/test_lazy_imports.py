@@ -108,3 +108,26 @@ def test_commands_import_only_what_they_use(
     assert done.returncode == 0, done.stderr
     assert printed in done.stdout
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_the_pytest_plugin_imports_nothing_of_dsh_but_itself() -> None:
+    """pytest loads it in every project where dsh is installed (entry point ``pytest11``)."""
+    code = (
+        "import json, sys, pytest, dsh.testing.pytest_plugin; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('dsh', 'aiohttp')))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        "dsh",
+        "dsh.lazy",
+        "dsh.testing",
+        "dsh.testing.mock",
+        "dsh.testing.pytest_plugin",
+    ]

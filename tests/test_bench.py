@@ -7,6 +7,7 @@ import gc
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import weakref
 from collections.abc import AsyncIterator
@@ -35,6 +36,7 @@ def load(name: str) -> Any:
 
 
 fastmock = load("fastmock")
+bench_startup = load("bench_startup")
 breakdown = load("breakdown")
 #: The suite as ``breakdown`` imported it: its profiler switch is that module's.
 run = breakdown.run
@@ -400,3 +402,29 @@ def test_spin_runs_w1_for_a_sampling_profiler(monkeypatch: pytest.MonkeyPatch) -
     breakdown.spin("floor", 20, 2)
     breakdown.spin("dsh", 3, 1, "W2")
     assert served == [2, 4]  # W2: three tool steps and the answer
+
+
+def test_start_up_cases_run_interleaved_and_report_against_their_baselines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[str] = []
+
+    def child_times(code: str, env: dict[str, str]) -> tuple[float, float]:
+        ran.append(code)
+        return 0.5, 0.25
+
+    monkeypatch.setattr(bench_startup, "child_times", child_times)
+    medians = bench_startup.measure(2, ("python", "dsh --help"))
+    help_code = bench_startup.CASES["dsh --help"][0]
+    assert ran == ["pass", help_code] * 3  # a warm-up round, then two
+    assert medians == {"python": (0.5, 0.25), "dsh --help": (0.5, 0.25)}
+    lines = bench_startup.report({"python": (0.03, 0.02), "dsh --help": (0.3, 0.25)})
+    assert lines[1].split() == ["python", "0.030s", "0.020s"]
+    assert lines[2].endswith("0.250s   +230 ms over python (12.50x)")
+
+
+def test_a_start_up_case_is_a_real_child_and_a_failing_one_is_an_error() -> None:
+    medians = bench_startup.measure(1, ("python", "dsh --help"))
+    assert medians["dsh --help"][1] > medians["python"][1] > 0
+    with pytest.raises(subprocess.CalledProcessError):
+        bench_startup.child_times("raise SystemExit(3)", dict(os.environ))

@@ -79,7 +79,7 @@ def report(medians: dict[str, tuple[float, float]]) -> list[str]:
         beyond = ""
         if base is not None and base in medians:
             added = cpu - medians[base][1]
-            beyond = f"+{added * 1000:.0f} ms over {base} ({cpu / medians[base][1]:.2f}x)"
+            beyond = f"{added * 1000:+.0f} ms over {base} ({cpu / medians[base][1]:.2f}x)"
         lines.append(f"{name:<24} {wall:>7.3f}s {cpu:>7.3f}s   {beyond}")
     return lines
 

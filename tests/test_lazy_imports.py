@@ -44,13 +44,17 @@ ADAPTERS = (
     "dsh_plugins.llm_providers.adapter",
     "dsh.testing.mockserver.server",
 )
+TERMINAL = (
+    "dsh_plugins.terminal_ui.console",
+    "dsh_plugins.terminal_ui.headless",
+    "dsh_plugins.terminal_ui.render",
+)
 LAZY = (
     *ADAPTERS,
+    *TERMINAL,
     "argparse",
     "dsh.configdoc",
     "dsh_plugins.mcp.commands",
-    "dsh_plugins.terminal_ui.console",
-    "dsh_plugins.terminal_ui.headless",
     "opentelemetry",
     "tomllib",
 )
@@ -88,8 +92,9 @@ print(json.dumps(sorted(m for m in sys.argv[1].split(",") if m in sys.modules)))
 @pytest.mark.parametrize(
     ("argv", "unimported", "printed"),
     [
-        # Every command's parser is built, and no adapter, no server, no HTTP client loaded.
-        (["--help"], ADAPTERS, "mock-server"),
+        # Every command's parser is built, and no adapter, no server, no HTTP client, no
+        # console or renderer loaded.
+        (["--help"], (*ADAPTERS, *TERMINAL), "mock-server"),
         # Every model is listed with what its adapter says: the adapters are built, but the
         # openai SDK (~0.5 s to import) is only looked for.
         (["models"], ("openai", "dsh.testing.mockserver.server"), "deepseek-sdk/deepseek-flash"),

@@ -15,6 +15,7 @@ from typing import Any
 
 from dsh.harness import Command, Harness
 from dsh.markers import hookimpl
+from dsh_plugins.terminal_ui import options
 from dsh_plugins.terminal_ui.config import SECTION, TerminalUiConfig
 
 __all__ = ["CHAT_HELP", "RUN_HELP", "TerminalUi", "TerminalUiConfig"]
@@ -25,8 +26,9 @@ CHAT_HELP = "chat with an agent: streamed answers, tool calls, steering, slash c
 
 def _deferred(module: str, function: str, *bound: Any) -> Callable[[Any], Any]:
     """``module.function`` (with ``bound`` first), imported when first called: every harness
-    loads this plugin for its commands, and only ``dsh run`` and ``dsh chat`` need the console,
-    the renderer and the rest (~5 ms of import in a process that runs neither)."""
+    loads this plugin for its commands (and every ``dsh`` command line builds their options,
+    :mod:`.options`), and only ``dsh run`` and ``dsh chat`` need the console, the renderer and
+    the rest (~5 ms of import in a process that runs neither)."""
 
     def call(arg: Any) -> Any:
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)(*bound, arg)
@@ -45,5 +47,5 @@ class TerminalUi:
     def dsh_register_commands(self, register: Callable[[Command], Any], harness: Harness) -> None:
         run = _deferred("headless", "run", harness)
         chat = _deferred("console", "run", harness)
-        register(Command("run", RUN_HELP, run, _deferred("headless", "configure")))
-        register(Command("chat", CHAT_HELP, chat, _deferred("console", "configure")))
+        register(Command("run", RUN_HELP, run, options.run))
+        register(Command("chat", CHAT_HELP, chat, options.chat))

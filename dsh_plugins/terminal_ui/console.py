@@ -27,6 +27,7 @@ from dsh.harness import Harness
 from dsh_plugins.terminal_ui import CHAT_HELP, startup
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.headless import USAGE_ERROR
+from dsh_plugins.terminal_ui.options import chat as configure
 from dsh_plugins.terminal_ui.render import Lines
 from dsh_plugins.terminal_ui.style import Style, wants_color
 from dsh_plugins.terminal_ui.threads import (
@@ -369,10 +370,6 @@ class Console:
     def _write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    startup.add_agent_options(parser)
 
 
 def run(

@@ -36,6 +36,7 @@ from dsh.harness import Harness
 from dsh.output import OutputError, load_schema
 from dsh.tools import ToolExecution
 from dsh_plugins.terminal_ui import RUN_HELP, startup
+from dsh_plugins.terminal_ui.options import run as configure
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.style import Style, wants_color
@@ -57,23 +58,6 @@ EXIT_CODES = {
 }
 #: Exit code when the command cannot start: bad options, unknown model, no API key, no session.
 USAGE_ERROR = 2
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "prompt", nargs="?", help="what to ask; '-' (or nothing, with input piped) reads stdin"
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="stream the session events as JSON lines instead"
-    )
-    parser.add_argument("--usage", action="store_true", help="print token usage on stderr")
-    parser.add_argument(
-        "--schema",
-        metavar="SCHEMA",
-        help="a JSON Schema (inline or a file path) the answer must match; stdout gets the "
-        "validated JSON only (exit code 1 when the answer never matched)",
-    )
-    startup.add_agent_options(parser)
 
 
 def exit_code(reason: TurnEndReason) -> int:

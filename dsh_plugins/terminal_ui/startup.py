@@ -18,6 +18,7 @@ from dsh.logs import configure_logging
 from dsh.otlp import start_export
 from dsh.output import import_type
 from dsh_plugins.terminal_ui.config import SECTION, TerminalUiConfig
+from dsh_plugins.terminal_ui.options import add_agent_options
 
 __all__ = [
     "NO_KEY",
@@ -36,75 +37,7 @@ NO_KEY = (
     "deepseek` (get one at https://platform.deepseek.com/api_keys), or try `dsh demo` to run "
     "offline"
 )
-EFFORTS = ("low", "high", "max")
 _REAL_API_HOST = "api.deepseek.com"
-
-
-def add_agent_options(parser: argparse.ArgumentParser) -> None:
-    """The options ``run`` and ``chat`` share."""
-    parser.add_argument("-m", "--model", help="the model to talk to (default: deepseek-flash)")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("-r", "--resume", metavar="SESSION_ID", help="continue a stored session")
-    which.add_argument(
-        "-c",
-        "--continue",
-        dest="continue_latest",
-        action="store_true",
-        help="continue the most recent stored session",
-    )
-    parser.add_argument("--workspace", metavar="DIR", help="the directory tools may touch")
-    parser.add_argument("--system", metavar="TEXT", help="extra system prompt for the agent")
-    _add_request_options(parser)
-    parser.add_argument(
-        "-y", "--yes", action="store_true", help="approve every tool call a policy asks about"
-    )
-    parser.add_argument(
-        "--hide-reasoning", action="store_true", help="do not show the model's reasoning"
-    )
-    parser.add_argument(
-        "--otel",
-        action="store_true",
-        help="send traces and metrics to the OTLP endpoint the OTEL_* variables name",
-    )
-    # ``--config`` is the global option of ``dsh``: read before the command is parsed wherever
-    # it stands. Accepting it after the command too only spares users an argparse error.
-    parser.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-
-def _add_request_options(parser: argparse.ArgumentParser) -> None:
-    """How the model is asked: unset options leave the model's (or the agent's) defaults."""
-    parser.add_argument(
-        "--agent", metavar="ID", help="start from a configured agent ([[agent_loop.agents]])"
-    )
-    parser.add_argument(
-        "--thinking",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="reason before answering, or not (default: the model's default)",
-    )
-    parser.add_argument("--effort", choices=EFFORTS, help="how hard to reason (thinking only)")
-    parser.add_argument(
-        "--temperature", type=_temperature, metavar="T", help="sampling temperature, 0 to 2"
-    )
-    parser.add_argument(
-        "--max-tokens", type=_positive, metavar="N", help="at most N output tokens per step"
-    )
-
-
-def _temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 2.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 2")
-    return value
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
-    return int(text)
 
 
 def quiet_logs(args: argparse.Namespace) -> None:

@@ -95,10 +95,9 @@ Block = Text | Reasoning | ToolCall | ToolResult | Image
 Role = Literal["system", "user", "assistant"]
 
 
-@frozen(cache_hash=True, repr=False)
+@frozen(repr=False)
 class Message(Value):
-    """One message of model-visible history. Its hash is cached: adapters and the token meter
-    memoise per message, and a history is looked up again at every step."""
+    """One message of model-visible history."""
 
     role: Role
     content: tuple[Block, ...]

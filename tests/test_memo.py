@@ -3,6 +3,8 @@ message and session, equal to computing them afresh whatever the sequence of his
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -118,3 +120,14 @@ def test_the_token_meter_estimates_each_message_of_a_session_once() -> None:
     assert meter.raw(LlmRequest("m", POOL[:2], session_id="s")) == estimate_tokens(
         LlmRequest("m", POOL[:2])
     )
+
+
+def test_hashing_a_message_leaves_no_object_for_the_collector() -> None:
+    """A history's messages are memoised by identity, and the adapter's cache of wire forms
+    hashes each message once: a cached hash (attrs keeps it in an ``int`` subclass the
+    collector tracks) would be one more tracked object per message, for every message a
+    session keeps, and save nothing."""
+    message = Message("user", (Text("hello"),))
+    assert hash(message) == hash(Message("user", (Text("hello"),)))
+    kept = {id(held) for held in gc.get_referents(message) if gc.is_tracked(held)}
+    assert kept == {id(Message), id(message.content)}  # its class and its blocks, no more

@@ -158,32 +158,35 @@ _HISTORY_DATA = (
 )
 
 
-def fold_history(derived: list[tuple[int, Message]], event: SessionEvent) -> bool:
-    """Fold one event into ``derived`` (messages with the seq of their event), in place.
-    Returns whether earlier messages were rewritten (a summary or a prune); otherwise at most
-    one message was appended."""
+def fold_history(seqs: list[int], messages: list[Message], event: SessionEvent) -> None:
+    """Fold one event into the history ``messages`` (``seqs``: the seq of the event each came
+    from), both in place: a summary or a prune rewrites earlier messages, any other event
+    appends at most one. Two lists, not one of pairs: a session keeps its history for as long
+    as it lives, and a pair holding a message is one more object the collector tracks."""
     data = event.data
     if isinstance(data, HistorySummary):
-        kept = [(seq, m) for seq, m in derived if seq >= data.replaces_upto]
-        derived[:] = [(event.seq, summary_message(data.summary)), *kept]
-        return True
+        kept = [index for index, seq in enumerate(seqs) if seq >= data.replaces_upto]
+        seqs[:] = [event.seq, *(seqs[index] for index in kept)]
+        messages[:] = [summary_message(data.summary), *(messages[index] for index in kept)]
+        return
     if isinstance(data, HistoryPrune):
         notes = {e.call_id: e.note for e in data.elided}
-        derived[:] = [(seq, _elide(m, notes)) for seq, m in derived]
-        return True
+        messages[:] = [_elide(m, notes) for m in messages]
+        return
     message = _project(event)
     if message is not None:
-        derived.append((event.seq, message))
-    return False
+        seqs.append(event.seq)
+        messages.append(message)
 
 
 def derive_history(events: Iterable[SessionEvent]) -> list[tuple[int, Message]]:
-    """The model-visible history of ``events`` in one pass (what :meth:`Session.history`
-    keeps up to date incrementally)."""
-    derived: list[tuple[int, Message]] = []
+    """The model-visible history of ``events`` in one pass, each message with the seq of its
+    event (what :meth:`Session.history` keeps up to date incrementally)."""
+    seqs: list[int] = []
+    messages: list[Message] = []
     for event in events:
-        fold_history(derived, event)
-    return derived
+        fold_history(seqs, messages, event)
+    return list(zip(seqs, messages, strict=True))
 
 
 @frozen(repr=False)
@@ -309,10 +312,10 @@ class Session:
             self._events.append(pack(event))
         self.persisted = persisted
         self._hooks = hooks
-        # The derived history, kept up to date as events arrive (a fold over the log): each
-        # message with the seq of its event, the messages alone (what a request carries) and,
-        # once asked for and until the history changes, those as a tuple.
-        self._derived: list[tuple[int, Message]] = []
+        # The derived history, kept up to date as events arrive (a fold over the log): the
+        # messages (what a request carries), the seq of the event each came from and, once
+        # asked for and until the history changes, the messages as a tuple.
+        self._derived_seqs: list[int] = []
         self._derived_messages: list[Message] = []
         self._derived_tuple: tuple[Message, ...] | None = ()
         self._derived_upto = 0
@@ -420,21 +423,18 @@ class Session:
     def history(self) -> tuple[tuple[int, Message], ...]:
         """The derived messages, each with the seq of the event it came from."""
         self._catch_up()
-        return tuple(self._derived)
+        return tuple(zip(self._derived_seqs, self._derived_messages, strict=True))
 
     def _catch_up(self) -> None:
         """Fold the events appended since the last call into the derived history."""
         if self._derived_upto == len(self._events):
             return
-        derived, messages = self._derived, self._derived_messages
+        seqs, messages = self._derived_seqs, self._derived_messages
         # A slice, not ``islice``: that would step over every event already folded.
         for event in self._events[self._derived_upto :]:
             if isinstance(event, tuple) or not isinstance(event.data, _HISTORY_DATA):
                 continue  # most events (chunks, boundaries): a test or two in C, no fold
-            if fold_history(derived, event):
-                messages[:] = [message for _, message in derived]
-            else:  # what was appended, if anything
-                messages.extend(message for _, message in derived[len(messages) :])
+            fold_history(seqs, messages, event)
             self._derived_tuple = None
         self._derived_upto = len(self._events)
 

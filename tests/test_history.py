@@ -5,6 +5,7 @@ when the history changed."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from hypothesis import given, settings
@@ -48,7 +49,13 @@ steps = st.lists(st.none() | events, max_size=40)
 
 
 def spec(log: list[SessionEvent]) -> tuple[Message, ...]:
-    """The history as the contract states it, written out plainly."""
+    """The history as the contract states it."""
+    return tuple(m for _, m in spec_pairs(log))
+
+
+def spec_pairs(log: list[SessionEvent]) -> list[tuple[int, Message]]:
+    """The history as the contract states it, each message with the seq of its event, written
+    out plainly."""
     derived: list[tuple[int, Message]] = []
     for event in log:
         data = event.data
@@ -67,7 +74,7 @@ def spec(log: list[SessionEvent]) -> tuple[Message, ...]:
             derived.append((event.seq, Message("user", (block,))))
         elif isinstance(data, ContextMessage):
             derived.append((event.seq, context_message(data.content, data.source)))
-    return tuple(m for _, m in derived)
+    return derived
 
 
 def elided(message: Message, notes: dict[str, str]) -> Message:
@@ -93,8 +100,8 @@ def test_incremental_history_equals_the_whole_derivation(plan: list[Any], cut: i
             session.append(step)
     log = list(session.events)
     assert session.derive_messages() == spec(log)
-    assert tuple(m for _, m in session.history()) == spec(log)
-    assert [m for _, m in derive_history(log)] == list(spec(log))
+    assert list(session.history()) == spec_pairs(log)
+    assert derive_history(log) == spec_pairs(log)
     # A resumed session (every event seeded) and a fork (a prefix seeded) derive the same.
     assert Session("r", log, persisted=len(log)).derive_messages() == spec(log)
     fork = Session("f", log[:cut])
@@ -118,3 +125,23 @@ def test_the_history_tuple_is_built_again_only_after_a_change() -> None:
     assert second[0] is first[0]  # the messages themselves are kept, not rebuilt
     session.append(HistorySummary(3, "short", 10, 1))  # replaces seq 0-2
     assert session.derive_messages() == (summary_message("short"),)
+
+
+def test_the_history_keeps_no_object_per_message_besides_the_message() -> None:
+    """A session keeps its history for as long as it lives: a pair (seq, message) per message
+    would be one more object the collector tracks, per message, per session."""
+    session = Session("s")
+    for i in range(50):
+        session.append(UserMessage((Text(f"m{i}"),)))
+    messages = session.derive_messages()
+    assert len(session.history()) == 50
+    seen, todo, held = {id(session)}, [session], []
+    while todo:  # what the session holds, down to (not into) its messages
+        for found in gc.get_referents(todo.pop()):
+            if id(found) in seen or not gc.is_tracked(found) or isinstance(found, type | Message):
+                continue
+            seen.add(id(found))
+            held.append(found)
+            todo.append(found)
+    with_messages = [o for o in held if isinstance(o, tuple) and any(type(x) is Message for x in o)]
+    assert with_messages == [messages]  # the tuple a request carries, and no pair

@@ -17,7 +17,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
-from dsh.chunks import Finish, FinishReason, StreamChunk, TokenUsage, UsageChunk
+from dsh.chunks import BlockEnd, Finish, FinishReason, StreamChunk, TokenUsage, UsageChunk
 from dsh.content import Block, Image, MessageSource, Text
 from dsh.errors import DshError
 from dsh.eventlog import PACKED_CLASSES, PACKED_DATA, Packed
@@ -177,10 +177,15 @@ def _finish_row(fields: Sequence[Any]) -> dict[str, Any]:
     return {"reason": {"type": fields[0]}, "type": _TAGS[Finish]}
 
 
+def _block_end_row(fields: Sequence[Any]) -> dict[str, Any]:
+    return {"index": fields[0], "block": unstructure(fields[1]), "type": _TAGS[BlockEnd]}
+
+
 #: By packed code: a chunk's row from what its packed tuple holds after turn, step and code
 #: (a usage chunk's counts, a finish's reason tag; every other chunk's fields).
 _PACKED_CHUNKS = tuple(
-    {UsageChunk: _usage_row, Finish: _finish_row}.get(cls) or _row(cls, _TAGS[cls])
+    {UsageChunk: _usage_row, Finish: _finish_row, BlockEnd: _block_end_row}.get(cls)
+    or _row(cls, _TAGS[cls])
     for cls in PACKED_CLASSES
 )
 #: By packed code (from ``len(PACKED_CLASSES)`` on): an event's type and its data's row.

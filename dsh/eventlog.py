@@ -8,7 +8,9 @@ long as the session lives, ~190 bytes besides its text. :func:`pack` turns such 
 ``(time, turn, step, code, *chunk fields)``: a tuple of strings and numbers, which the collector
 stops tracking the first time it meets it, ~100 bytes. A step's usage and finish chunks (one
 whose reason carries no failure) are packed the same way, their usage counts and reason tag
-flattened into the tuple, and so is every event whose data is of a class of
+flattened into the tuple; a block's end is packed with its index and its block, which stays an
+object (that tuple stays tracked: one object for the collector where the event was three); and
+so is every event whose data is of a class of
 :data:`PACKED_DATA` (a step's start and end, a tool call, an error, a retry: plain fields, turn
 and step first), as ``(time, turn, step, code, *other fields)``. :func:`unpack` builds an equal
 event again when the log is read, through an :class:`EventLog`. Every other event (and data or
@@ -31,6 +33,7 @@ import attrs
 from attrs import frozen
 
 from dsh.chunks import (
+    BlockEnd,
     BlockStart,
     Finish,
     FinishMaxTokens,
@@ -121,6 +124,7 @@ _CHUNKS: tuple[tuple[type[Any], _Values, Callable[..., Any]], ...] = (
     (BlockStart, _values(_names(BlockStart)), BlockStart),
     (UsageChunk, _usage_values, _usage),  # its usage counts, flattened
     (Finish, _finish_values, _finish),  # its reason's tag, if the reason has no fields
+    (BlockEnd, _values(_names(BlockEnd)), BlockEnd),  # its index and its block (an object)
 )
 PACKED_CLASSES: tuple[type[Any], ...] = tuple(cls for cls, _, _ in _CHUNKS)
 _TOOL_CALL = PACKED_CLASSES.index(ToolCallDelta)

@@ -30,7 +30,7 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Text
+from dsh.content import Block, Reasoning, Text, ToolCall
 from dsh.eventlog import (
     PACKED_DATA,
     DeltaRun,
@@ -90,6 +90,25 @@ def test_a_chunk_event_of_plain_values_is_kept_as_plain_values(chunk: StreamChun
     assert type(back.data.chunk) is type(chunk)
 
 
+@pytest.mark.parametrize(
+    "block",
+    [Text("x"), Reasoning("why", signature="sig"), ToolCall("c1", "echo", '{"a":1}')],
+    ids=lambda b: type(b).__name__,
+)
+def test_a_block_end_is_kept_as_one_tuple_holding_its_block(block: Block) -> None:
+    """Three tracked objects (the event, its data, the chunk) become one: the tuple, which
+    the collector keeps tracking because it holds the block."""
+    event = SessionEvent(
+        "assistant/chunk", 4, 1700000000.5, AssistantChunk(2, 3, BlockEnd(1, block))
+    )
+    kept = pack(event)
+    assert isinstance(kept, tuple) and kept[-1] is block
+    assert pack_data(event.type, event.time, event.data) == kept
+    back = unpack(4, kept)
+    assert back == event and type(back.data.chunk) is BlockEnd  # type: ignore[union-attr]
+    assert back.data.chunk.block is block  # type: ignore[union-attr]
+
+
 @settings(max_examples=200, deadline=None)
 @given(packed_event_data, st.floats())
 def test_a_step_boundary_tool_call_error_or_retry_is_kept_as_plain_values(
@@ -132,7 +151,6 @@ class MyUsage(TokenUsage):
     "event",
     [
         SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, Finish(FinishError(FAILURE)))),
-        SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, BlockEnd(0, Text("x")))),
         SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, MyDelta(0, "sub"))),
         SessionEvent("assistant/chunk", 0, 1.0, AssistantChunk(1, 1, UsageChunk(MyUsage(1)))),
         SessionEvent("other/chunk", 0, 1.0, AssistantChunk(1, 1, TextDelta(0, "renamed"))),
@@ -143,7 +161,6 @@ class MyUsage(TokenUsage):
     ],
     ids=[
         "finish-error",
-        "block-end",
         "subclass",
         "usage-subclass",
         "other-type",

@@ -182,7 +182,8 @@ def _block_end_row(fields: Sequence[Any]) -> dict[str, Any]:
 
 
 #: By packed code: a chunk's row from what its packed tuple holds after turn, step and code
-#: (a usage chunk's counts, a finish's reason tag; every other chunk's fields).
+#: (a usage chunk's counts, a finish's reason tag, a block end's index and block, the block
+#: unstructured here; every other chunk's fields, plain values written as they are).
 _PACKED_CHUNKS = tuple(
     {UsageChunk: _usage_row, Finish: _finish_row, BlockEnd: _block_end_row}.get(cls)
     or _row(cls, _TAGS[cls])

@@ -12,6 +12,7 @@ import io
 import os
 import pty
 import signal
+import sys
 import termios
 import threading
 import time
@@ -55,6 +56,17 @@ def wait_until(fact: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.002)
+
+
+def at_the_prompt() -> bool:
+    """Whether the console (on the main thread) is reading the prompt's line: what it printed
+    last may come from a call that has not returned yet, and a Ctrl-C then cancels that call."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == "_read_line":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def ctrl_c() -> None:
@@ -209,7 +221,8 @@ def test_a_second_ctrl_c_quits_at_once() -> None:
 def test_ctrl_c_at_the_prompt_says_how_to_quit_and_a_second_quits() -> None:
     def driver(term: Terminal) -> None:
         term.type("/help")
-        term.wait_for("/quit            leave")  # the help was shown: now at the prompt
+        term.wait_for("/quit            leave")  # the help was shown...
+        wait_until(at_the_prompt, "the prompt")  # ...and its call returned
         ctrl_c()
         term.wait_for("(Ctrl-C again to quit · or Ctrl-D, /quit)")
         ctrl_c()

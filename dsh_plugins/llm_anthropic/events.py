@@ -10,7 +10,9 @@ turns true at ``message_stop``. Event by event:
   other block types (server tools) are not dsh's and are skipped with their deltas.
 * ``content_block_delta``: ``text_delta`` → ``text-delta``, ``thinking_delta`` →
   ``reasoning-delta``, ``input_json_delta`` → ``tool-call-delta`` (empty fragments send
-  nothing), ``signature_delta`` → kept for the block's end; other delta types are ignored.
+  nothing), ``signature_delta`` → kept for the block's end (appended to the start's ``signature``; a
+  start's ``"signature": ""`` is kept as an empty signature, not as none); other delta types
+  are ignored.
 * ``content_block_stop``: a ``tool_use`` that streamed no input gets its ``content_block_start``
   input (``{}``) as its one argument fragment, so the arguments are always JSON.
 * ``message_delta``: ``stop_reason`` and the cumulative usage (counts it carries replace the
@@ -202,7 +204,10 @@ class EventTranslator:
         else:
             # A start may carry text already (the API sends it empty); it is the first delta.
             first = _string(wire.get(wire["type"]) or "")
-            block.signature = wire.get("signature") or None
+            # Present but empty is still a signature: gateways that make thinking out of
+            # another format's reasoning send "" and no signature_delta, and want it back.
+            signature = wire.get("signature")
+            block.signature = None if signature is None else _string(signature)
             out += self._piece(block, first)
         return out
 

@@ -11,8 +11,9 @@ The rules the API enforces, and how dsh meets them:
 * an assistant turn sends its blocks in order: reasoning as a ``thinking`` block with its
   ``signature`` (or a ``redacted_thinking`` block), text, ``tool_use`` blocks whose ``input`` is
   the parsed arguments. A thinking block must come back exactly as it came, signature and all,
-  or the API refuses the turn; reasoning without a signature (made by another provider) cannot
-  be checked by the API and is left out;
+  or the API refuses the turn — an empty signature too (gateways that turn another format's
+  reasoning into thinking send ``"signature": ""`` and want it back); reasoning without a
+  signature field (made by another provider) cannot be checked by the API and is left out;
 * tool results go in the next user message as ``tool_result`` blocks (``is_error`` when the tool
   failed), before any other content of that message, as the API requires; consecutive messages
   of one role are merged into one turn;

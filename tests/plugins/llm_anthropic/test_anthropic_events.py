@@ -110,6 +110,34 @@ def test_an_empty_signed_thinking_block_is_kept_to_be_passed_back() -> None:
     assert assemble(chunks).message.content == (Reasoning("", "sig"), ToolCall("t", "f", "{}"))
 
 
+def test_a_present_but_empty_signature_is_kept_as_a_signature() -> None:
+    """What gateways send for thinking made from another format's reasoning (LiteLLM over an
+    OpenAI-format upstream): ``"signature": ""`` and no ``signature_delta``. It is still a
+    signed block, to be passed back; a start with no signature field at all is unsigned."""
+    chunks = translate(
+        start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+        delta(0, type="thinking_delta", thinking="0 results so far"),
+        stop(0),
+        start(1, {"type": "thinking", "thinking": "foreign"}),
+        stop(1),
+        start(2, {"type": "tool_use", "id": "call_0", "name": "f", "input": {}}),
+        stop(2),
+        message_delta("tool_use"),
+        MESSAGE_STOP,
+    )
+    assert assemble(chunks).message.content == (
+        Reasoning("0 results so far", ""),
+        Reasoning("foreign"),
+        ToolCall("call_0", "f", "{}"),
+    )
+
+
+def test_a_signature_that_is_not_a_string_is_a_malformed_event() -> None:
+    with pytest.raises(LlmError) as caught:
+        translate(start(0, {"type": "thinking", "thinking": "", "signature": 7}))
+    assert caught.value.failure.code == "MALFORMED_RESPONSE"
+
+
 def test_redacted_thinking_keeps_its_data_as_the_signature() -> None:
     chunks = translate(
         start(0, {"type": "redacted_thinking", "data": "ENCRYPTED"}),

@@ -144,6 +144,16 @@ def test_redacted_thinking_goes_back_as_it_came_and_unsigned_reasoning_not_at_al
     ]
 
 
+def test_thinking_with_an_empty_signature_goes_back_unchanged() -> None:
+    """A gateway's synthesised thinking block (``"signature": ""``) must come back with the
+    tool use, or the gateway cannot rebuild the upstream's reasoning and the step is refused."""
+    turn = Message("assistant", (Reasoning("0 results so far", ""), ToolCall("c", "f", "{}")))
+    assert wire_messages((USER, turn))[1]["content"] == [
+        {"type": "thinking", "thinking": "0 results so far", "signature": ""},
+        {"type": "tool_use", "id": "c", "name": "f", "input": {}},
+    ]
+
+
 def test_consecutive_turns_of_one_role_merge_with_tool_results_first() -> None:
     history = (
         USER,

@@ -89,6 +89,7 @@ class MessagesAdapter:
             self.wire_model(request.model),
             self.config.max_tokens,
             self.config.thinking_budget_tokens,
+            self.provider.checks_budget,
         )
         response = await self._post(f"{self.base_url}/v1/messages", body)
         translator = EventTranslator()

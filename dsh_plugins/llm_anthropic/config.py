@@ -61,13 +61,16 @@ class AnthropicConfig(Value):
 @frozen(repr=False)
 class Provider(Value):
     """One Messages API provider: the id prefix it serves, its name in messages, where its key
-    comes from (environment variable, ``dsh keys`` name, config option)."""
+    comes from (environment variable, ``dsh keys`` name, config option), and whether it holds
+    ``thinking.budget_tokens`` to Anthropic's rules (DeepSeek ignores the budget, so a request
+    Anthropic would refuse is sent as it is)."""
 
     prefix: str
     name: str
     env_var: str
     key_name: str
     option: str
+    checks_budget: bool = True
 
     def ids(self, models: Iterable[str]) -> list[str]:
         """The ids this provider serves ``models`` under: ``<prefix>/<model>``."""
@@ -83,4 +86,5 @@ DEEPSEEK = Provider(
     "DEEPSEEK_API_KEY",
     "deepseek",
     "deepseek_api_key",
+    checks_budget=False,
 )

@@ -7,7 +7,8 @@ The rules the API enforces, and how dsh meets them:
 * ``max_tokens`` is required: the request's, else the configured default;
 * ``thinking``: ``{"type": "enabled", "budget_tokens": b}`` when the request turns it on (``b``
   the configured budget, at most ``max_tokens - 1``; below the API's minimum of 1024 the request
-  is refused here with a clear error), ``{"type": "disabled"}`` when off, left out when unset;
+  is refused here with a clear error — except for DeepSeek, whose endpoint ignores the budget,
+  so it is sent as configured), ``{"type": "disabled"}`` when off, left out when unset;
 * an assistant turn sends its blocks in order: reasoning as a ``thinking`` block with its
   ``signature`` (or a ``redacted_thinking`` block), text, ``tool_use`` blocks whose ``input`` is
   the parsed arguments. A thinking block must come back exactly as it came, signature and all,
@@ -41,9 +42,14 @@ WireBlock = dict[str, Any]
 
 
 def request_body(
-    request: LlmRequest, model: str, max_tokens: int, budget_tokens: int
+    request: LlmRequest,
+    model: str,
+    max_tokens: int,
+    budget_tokens: int,
+    checks_budget: bool = True,
 ) -> dict[str, Any]:
-    """The JSON body for ``POST /v1/messages``."""
+    """The JSON body for ``POST /v1/messages``. ``checks_budget``: the provider holds the
+    thinking budget to Anthropic's rules (else the configured budget is sent unchecked)."""
     limit = request.max_tokens or max_tokens
     body: dict[str, Any] = {"model": model, "max_tokens": limit, "stream": True}
     system = [
@@ -55,7 +61,8 @@ def request_body(
         body["system"] = system_text
     body["messages"] = wire_messages(request.messages)
     if request.thinking is True:
-        body["thinking"] = {"type": "enabled", "budget_tokens": _budget(limit, budget_tokens)}
+        budget = _budget(limit, budget_tokens) if checks_budget else budget_tokens
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     elif request.thinking is False:
         body["thinking"] = {"type": "disabled"}
     if request.tools:

@@ -9,7 +9,10 @@ OpenAI-format endpoint is served on ``POST /anthropic/v1/messages`` too:
   one after the other, so tool calls whose fragments interleave on the OpenAI wire arrive call
   by call), ``message_delta`` (the stop reason and usage) and ``message_stop`` for ``[DONE]``;
 * a response in thinking mode (its first chunk carries ``reasoning_content: ""``) opens a
-  thinking block even when it reasons nothing, and every thinking block ends with a
+  thinking block even when it reasons nothing; so does a tool-using answer that starts without
+  reasoning, served to a request in thinking mode (a transcript written without reasoning, such as
+  ``tool-calls-parallel``), so that a correct client can pass the turn back; every thinking
+  block ends with a
   ``signature_delta``: :func:`signature_of` its text, which :mod:`.anthropic_checks` verifies
   when the block comes back;
 * finish reasons map to stop reasons (``stop`` → ``end_turn``, ``tool_calls`` → ``tool_use``,
@@ -92,11 +95,11 @@ def error_body(error: dict[str, Any]) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": error.get("message")}}
 
 
-def encode(scenario: Scenario) -> Scenario:
-    """``scenario`` as the Messages API would send it."""
+def encode(scenario: Scenario, thinking: bool = False) -> Scenario:
+    """``scenario`` as the Messages API would send it to a request in thinking mode (or not)."""
     if scenario.status != 200 or not scenario.event_stream:
         return evolve(scenario, body=_encode_body(scenario.body))
-    return evolve(scenario, frames=tuple(_Encoder(scenario.frames).frames()))
+    return evolve(scenario, frames=tuple(_Encoder(scenario.frames, thinking).frames()))
 
 
 def _encode_body(body: str) -> str:
@@ -154,8 +157,9 @@ def _data(frame: str) -> str | None:
 class _Encoder:
     """Rewrites one streamed answer's frames."""
 
-    def __init__(self, frames: tuple[str, ...]) -> None:
+    def __init__(self, frames: tuple[str, ...], thinking: bool) -> None:
         self._frames = frames
+        self._thinking_mode = thinking
         self._payloads = [p for p in map(_payload, frames) if isinstance(p, dict)]
         self._usage: dict[str, Any] = {}
         for payload in self._payloads:
@@ -253,6 +257,15 @@ class _Encoder:
             yield self._piece({"type": "input_json_delta", "partial_json": piece})
 
     def _open(self, block: dict[str, Any]) -> Iterator[str]:
+        if (
+            self._thinking_mode
+            and self._index == -1
+            and self._arguments
+            and block["type"] != "thinking"
+        ):
+            # A tool-using turn in thinking mode starts with its (signed) thinking, even when a
+            # transcript written without reasoning is served: else no client could pass it back.
+            yield from self._open({"type": "thinking", "thinking": "", "signature": ""})
         yield from self._close()
         self._index += 1
         self._block = block["type"]

@@ -2,13 +2,14 @@
 read it.
 
 The checks are those of the Messages API (and of DeepSeek's Anthropic-format endpoint) that an
-adapter can get wrong: the key in ``x-api-key``; ``model``, ``max_tokens`` and ``messages``
-present; roles ``user`` and ``assistant`` only; no empty text; no content DeepSeek's endpoint
-does not support (images, documents, search results, redacted thinking); every ``tool_use``
-answered by a ``tool_result`` at the start of the next message, and no ``tool_result`` without
-its call; a ``thinking`` budget of at least 1024 tokens below ``max_tokens``; in thinking mode,
-every assistant turn that uses a tool starting with its thinking block, and every thinking
-block carrying the signature it was given; no forced ``tool_choice`` in thinking mode; tools
+adapter can get wrong: the key in ``x-api-key`` or ``Authorization: Bearer``; ``model``,
+``max_tokens`` and ``messages`` present; roles ``user`` and ``assistant`` only; no empty text;
+no content DeepSeek's endpoint does not support (images, documents, search results, redacted
+thinking); every ``tool_use`` answered by a ``tool_result`` at the start of the next message,
+and no ``tool_result`` without its call; ``thinking.type`` ``enabled`` or ``disabled`` (its
+``budget_tokens`` DeepSeek ignores, and so does the mock); in thinking mode, every assistant
+turn that uses a tool starting with its thinking block, and every thinking block carrying the
+signature it was given; no forced ``tool_choice`` in thinking mode; tools
 with an ``input_schema``. Errors are Messages API error bodies (:func:`error_answer`).
 
 :func:`openai_body` rewrites an accepted request as the chat-completions body the scenarios
@@ -18,7 +19,7 @@ with an ``input_schema``. Errors are Messages API error bodies (:func:`error_ans
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from dsh.testing.mockserver.anthropic import signature_of
@@ -33,6 +34,7 @@ __all__ = [
     "error_answer",
     "openai_body",
     "served_model",
+    "thinking_on",
     "validate",
 ]
 
@@ -46,7 +48,6 @@ _BLOCK_TYPES = {
 }
 #: Block types of the Messages API that DeepSeek's endpoint lists as not supported.
 _UNSUPPORTED = ("image", "document", "search_result", "redacted_thinking")
-_MIN_BUDGET = 1024
 Body = dict[str, Any]
 
 
@@ -56,12 +57,23 @@ def error_answer(status: int, message: str, kind: str = "invalid_request_error")
     return Scenario("invalid-request", status=status, body=dumps(body))
 
 
-def auth_failure(key: str, required: str | None) -> Scenario | None:
-    """401 without an ``x-api-key``, or with another key than ``required`` (any, if ``None``)."""
+def auth_failure(headers: Mapping[str, str], required: str | None) -> Scenario | None:
+    """401 without a key, or with another key than ``required`` (any, if ``None``). DeepSeek
+    takes the key in ``x-api-key`` or as ``Authorization: Bearer`` (the official SDK's way);
+    when both are sent, ``Authorization`` wins."""
+    authorization = headers.get("Authorization")
+    if authorization is not None:
+        scheme, _, key = authorization.partition(" ")
+        if scheme != "Bearer":
+            key = ""
+    else:
+        key = headers.get("x-api-key", "")
     if not key.strip():
-        return error_answer(401, "x-api-key header is required", "authentication_error")
+        return error_answer(
+            401, "an x-api-key or Authorization: Bearer header is required", "authentication_error"
+        )
     if required is not None and key != required:
-        return error_answer(401, "invalid x-api-key", "authentication_error")
+        return error_answer(401, "invalid API key", "authentication_error")
     return None
 
 
@@ -103,7 +115,9 @@ def _max_tokens(body: Body, models: Collection[str]) -> str | None:
     return None
 
 
-def _thinking_on(body: Body) -> bool:
+def thinking_on(body: Body) -> bool:
+    """Whether a Messages request runs in thinking mode (``thinking``, else the model's
+    default)."""
     return thinking_enabled({**body, "model": served_model(str(body["model"]))})
 
 
@@ -114,11 +128,7 @@ def _thinking(body: Body, models: Collection[str]) -> str | None:
     kind = thinking.get("type") if isinstance(thinking, dict) else None
     if kind not in ("enabled", "disabled"):
         return "thinking.type: Input should be 'enabled' or 'disabled'"
-    budget = thinking.get("budget_tokens")
-    if kind == "enabled" and not (isinstance(budget, int) and budget >= _MIN_BUDGET):
-        return f"thinking.budget_tokens: Input should be greater than or equal to {_MIN_BUDGET}"
-    if kind == "enabled" and budget >= body["max_tokens"]:
-        return "`max_tokens` must be greater than `thinking.budget_tokens`"
+    # DeepSeek's compatibility table: thinking is "Supported (budget_tokens is ignored)".
     return None
 
 
@@ -128,7 +138,7 @@ def _tools(body: Body, models: Collection[str]) -> str | None:
             return f"tools.{position}.input_schema: Field required"
     choice = body.get("tool_choice")
     forced = isinstance(choice, dict) and choice.get("type") in ("any", "tool")
-    if forced and _thinking_on(body):
+    if forced and thinking_on(body):
         return "Thinking may not be enabled when tool_choice forces tool use."
     return None
 
@@ -188,7 +198,7 @@ def _pairing(body: Body, models: Collection[str]) -> str | None:
 def _passback(body: Body, models: Collection[str]) -> str | None:
     """In thinking mode a tool-using turn starts with its thinking block, and every thinking
     block comes back with the signature the mock gave it."""
-    thinking = _thinking_on(body)
+    thinking = thinking_on(body)
     for position, message in enumerate(body["messages"]):
         if message["role"] != "assistant":
             continue

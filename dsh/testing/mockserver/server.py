@@ -171,7 +171,7 @@ class MockServer:
         self._served += 1
         headers = (("request-id", f"mock-{self._served}"),)
         refused = anthropic_checks.auth_failure(
-            request.headers.get("x-api-key", ""), self.api_key
+            request.headers, self.api_key
         ) or anthropic_checks.validate(body, self.models)
         if refused is not None:
             return self._error(evolve(refused, headers=headers))
@@ -179,7 +179,10 @@ class MockServer:
         scenario = self._next(chat, request.headers.get("X-Mock-Scenario"))
         if self.prefix_cache is not None and scenario.status == 200 and scenario.event_stream:
             scenario = with_cache_hits(scenario, self.prefix_cache.hit_tokens(chat))
-        scenario = anthropic.encode(evolve(scenario, headers=(*headers, *scenario.headers)))
+        scenario = anthropic.encode(
+            evolve(scenario, headers=(*headers, *scenario.headers)),
+            anthropic_checks.thinking_on(body),
+        )
         if scenario.status != 200 or not scenario.event_stream:
             return self._error(scenario)
         if body.get("stream") is True:

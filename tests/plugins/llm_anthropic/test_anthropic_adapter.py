@@ -180,7 +180,7 @@ async def test_a_wrong_key_is_auth(mock_server: MockServer) -> None:
         await collect(adapter)
     await adapter.aclose()
     assert raised.value.failure.code == "AUTH"
-    assert "invalid x-api-key" in raised.value.failure.message
+    assert "invalid API key" in raised.value.failure.message
 
 
 @pytest.mark.parametrize(

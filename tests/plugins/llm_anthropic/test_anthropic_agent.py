@@ -88,6 +88,39 @@ async def test_the_scripted_model_answers_with_the_tool_result(
     assert ends(agent.session.events) == [TurnCompleted()]
 
 
+class Weather:
+    """The tool of the ``tool-calls-parallel`` transcript."""
+
+    @hookimpl
+    def dsh_register_tools(self, register: Any) -> None:
+        async def get_current_weather(args: Any, execution: ToolExecution) -> str:
+            return f"sunny in {args['location']}"
+
+        schema = ToolSchema(
+            "get_current_weather",
+            "The weather of a city.",
+            {"type": "object", "properties": {"location": {"type": "string"}}},
+        )
+        register(Tool(schema, get_current_weather))
+
+
+async def test_a_transcript_without_reasoning_served_in_thinking_mode_can_be_continued(
+    make_agent: MakeAgent, mock_server: MockServer
+) -> None:
+    """``tool-calls-parallel`` was written without reasoning; served to a thinking-mode request
+    on the Messages endpoint, it starts with an empty signed thinking block, so the turn can be
+    passed back (before, the mock refused the second step: thinking not passed back)."""
+    agent = await make_agent(Weather(), thinking=True)
+    mock_server.queue("tool-calls-parallel", "text-v4")
+    agent.send("weather in two cities")
+    await agent.wait_idle()
+    assert ends(agent.session.events) == [TurnCompleted()]
+    first = next(e.data for e in agent.session.events if isinstance(e.data, AssistantMessage))
+    assert first.content[0] == Reasoning("", signature_of(""))
+    [turn] = [m for m in mock_server.requests[-1].body["messages"] if m["role"] == "assistant"]
+    assert turn["content"][0] == {"type": "thinking", "thinking": "", "signature": signature_of("")}
+
+
 def _tool_turn(*reasoning: Reasoning) -> tuple[Message, ...]:
     return (
         Message("user", (Text("go"),)),
@@ -111,6 +144,42 @@ async def test_the_mock_refuses_a_tool_turn_without_its_signed_thinking_as_the_a
         await collect(adapter, LlmRequest(MODEL, history, thinking=True))
     assert raised.value.failure.code == "INVALID_REQUEST"
     assert says in raised.value.failure.message
+
+
+async def test_deepseek_serves_thinking_under_1024_max_tokens_so_dsh_does_not_refuse_it(
+    adapter: MessagesAdapter, mock_server: MockServer
+) -> None:
+    mock_server.queue("thinking")
+    history = (Message("user", (Text("go"),)),)
+    chunks = await collect(adapter, LlmRequest(MODEL, history, thinking=True, max_tokens=1000))
+    assert chunks
+    assert mock_server.requests[-1].body["max_tokens"] == 1000
+
+
+async def test_anthropic_still_refuses_a_budget_it_cannot_take_before_sending(
+    mock_server: MockServer,
+) -> None:
+    [adapter] = adapters(
+        AnthropicConfig(
+            anthropic_base_url=mock_server.url,
+            anthropic_api_key="k",
+            anthropic_models=("claude-sonnet-5",),
+            deepseek_models=(),
+        )
+    )
+    request = LlmRequest(
+        "anthropic/claude-sonnet-5",
+        (Message("user", (Text("go"),)),),
+        thinking=True,
+        max_tokens=1000,
+    )
+    try:
+        with pytest.raises(LlmError) as raised:
+            await collect(adapter, request)
+    finally:
+        await adapter.aclose()
+    assert raised.value.failure.code == "INVALID_REQUEST"
+    assert mock_server.requests == []
 
 
 async def test_with_thinking_off_a_tool_turn_needs_no_thinking(

@@ -52,6 +52,19 @@ def test_the_budget_stays_below_max_tokens() -> None:
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": 1499}
 
 
+def test_a_provider_that_ignores_the_budget_gets_it_unchecked() -> None:
+    """DeepSeek's Messages endpoint ignores ``budget_tokens``: a request Anthropic would refuse
+    (max_tokens under 1024 with thinking on) is sent, with the configured budget."""
+    request = LlmRequest(
+        "deepseek-anthropic/deepseek-flash", (USER,), thinking=True, max_tokens=1000
+    )
+    sent = request_body(request, "deepseek-flash", 8000, 2048, checks_budget=False)
+    assert (sent["max_tokens"], sent["thinking"]) == (
+        1000,
+        {"type": "enabled", "budget_tokens": 2048},
+    )
+
+
 def test_max_tokens_too_small_for_thinking_is_refused_before_sending() -> None:
     with pytest.raises(LlmError) as raised:
         body(thinking=True, max_tokens=1024)

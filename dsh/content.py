@@ -45,20 +45,25 @@ class Reasoning:
     """The model's reasoning ("thinking") text, passed back to providers that require it.
 
     ``signature``: the provider's opaque proof of the reasoning (the Anthropic Messages API's
-    thinking-block ``signature``), which must come back unchanged with it; ``redacted``: the
-    provider encrypted the reasoning, ``text`` is empty and ``signature`` holds the encrypted
-    data (a ``redacted_thinking`` block). Adapters of APIs without either ignore both.
+    thinking-block ``signature``), which must come back unchanged with it — an empty string is
+    a signature too; ``redacted``: the provider encrypted the reasoning, ``text`` is empty and
+    ``signature`` holds the encrypted data (a ``redacted_thinking`` block). ``provider_data``:
+    the reasoning blocks exactly as a gateway sent them (JSON text: LiteLLM's
+    ``thinking_blocks``, OpenRouter's ``reasoning_details``), for the adapter that read them to
+    send back verbatim. Adapters of APIs without these ignore them.
     """
 
     type: ClassVar[str] = "reasoning"
     text: str
     signature: str | None = None
     redacted: bool = False
+    provider_data: str | None = None
 
     def __repr__(self) -> str:
         # Only what is set: reasoning from providers without signatures reads as it always did.
         extra = "" if self.signature is None else f", signature={self.signature!r}"
         extra += ", redacted=True" if self.redacted else ""
+        extra += "" if self.provider_data is None else f", provider_data={self.provider_data!r}"
         return f"Reasoning(text={self.text!r}{extra})"
 
 

@@ -96,6 +96,13 @@ result_content = st.lists(
 blocks: st.SearchStrategy[Block] = st.one_of(
     st.builds(Text, texts),
     st.builds(Reasoning, texts),
+    st.builds(
+        Reasoning,
+        texts,
+        st.none() | texts,
+        st.booleans(),
+        st.none() | json_args.map(lambda args: f"[{args}]"),
+    ),
     st.builds(ToolCall, ids, ids, json_args),
     st.builds(ToolResult, ids, result_content, st.booleans()),
     st.builds(Image, texts, st.none() | texts),

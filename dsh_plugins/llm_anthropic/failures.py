@@ -53,7 +53,13 @@ _ERROR_TYPES = {
     "overloaded_error": "SERVER",
 }
 # Anthropic names the request in request-id; DeepSeek's endpoint in its trace id.
-_REQUEST_ID_HEADERS = ("request-id", "x-request-id", "x-ds-trace-id")
+_UPSTREAM_ID_HEADERS = ("request-id", "x-request-id", "x-ds-trace-id")
+# Behind LiteLLM: its copies of the upstream's ids (prefixed ``llm_provider-``), then its own.
+_REQUEST_ID_HEADERS = (
+    *_UPSTREAM_ID_HEADERS,
+    *(f"llm_provider-{name}" for name in _UPSTREAM_ID_HEADERS),
+    "x-litellm-call-id",
+)
 
 
 def status_code(status: int, message: str) -> str:

@@ -78,7 +78,12 @@ class ProviderAdapter:
             raise LlmError.of("AUTH", missing)
         body = body_for(provider, self._model(request.model), request)
         response = await self._post(body)
-        translator = Translator(provider.name, provider.reasoning_field, provider.cached_tokens)
+        translator = Translator(
+            provider.name,
+            provider.reasoning_field,
+            provider.cached_tokens,
+            provider.reasoning_passback,
+        )
         reader = EventReader.limited(response, provider.settings)
         try:
             while not reader.parser.done and not translator.failed:

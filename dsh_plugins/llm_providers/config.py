@@ -17,6 +17,7 @@ __all__ = [
     "ModelSettings",
     "ProviderSettings",
     "ReasoningField",
+    "ReasoningPassback",
     "TokenLimitField",
 ]
 
@@ -25,6 +26,10 @@ __all__ = [
 #: reads ``reasoning_content`` and else ``reasoning`` (a gateway sending both sends one text
 #: twice, so one is read per chunk); ``none`` reads neither.
 ReasoningField = Literal["reasoning_content", "reasoning", "auto", "none"]
+#: How a gateway carries signed reasoning (Anthropic thinking blocks and their signatures)
+#: that must come back on the assistant message: LiteLLM in ``thinking_blocks``, OpenRouter in
+#: ``reasoning_details``; ``none`` keeps only the reasoning text.
+ReasoningPassback = Literal["none", "thinking_blocks", "reasoning_details"]
 #: The name of the output limit in the request body: OpenAI deprecated ``max_tokens`` for
 #: ``max_completion_tokens``; most other servers only know ``max_tokens``.
 TokenLimitField = Literal["max_tokens", "max_completion_tokens"]
@@ -76,7 +81,10 @@ class ProviderSettings(Value):
     ``stream_options: {include_usage: true}``; servers that reject unknown fields need
     ``false``), ``cached_tokens`` (``usage.prompt_tokens_details.cached_tokens`` counts cache
     reads inside ``prompt_tokens``), ``send_reasoning`` (pass earlier reasoning back in the
-    ``reasoning_field`` of assistant messages). ``headers`` are added to every request (e.g.
+    ``reasoning_field`` of assistant messages), ``reasoning_passback`` (see
+    :data:`ReasoningPassback`: the gateway's reasoning blocks are kept with the reasoning and
+    sent back verbatim on the assistant message, which a Claude model behind the gateway needs
+    in a thinking tool loop). ``headers`` are added to every request (e.g.
     OpenRouter's ``HTTP-Referer`` and ``X-Title``), ``extra_body`` to every request body (e.g.
     OpenRouter's ``provider`` routing); neither may carry the key.
 
@@ -93,6 +101,7 @@ class ProviderSettings(Value):
     stream_options: bool | None = None
     cached_tokens: bool | None = None
     send_reasoning: bool | None = None
+    reasoning_passback: ReasoningPassback | None = None
     headers: dict[str, str] = field(factory=dict)
     extra_body: dict[str, Any] = field(factory=dict)
     connect_timeout_s: float = field(default=10.0, validator=greater_than(0))

@@ -44,8 +44,14 @@ _WORDS = (
     ("invalid", "INVALID_REQUEST"),
     ("not_found", "INVALID_REQUEST"),
 )
-# OpenAI's, OpenRouter's (its generation id), DeepSeek's, then a gateway's.
-_REQUEST_ID = ("x-request-id", "x-generation-id", "x-ds-trace-id", "request-id")
+# OpenAI's, OpenRouter's (its generation id), DeepSeek's, then a gateway's; then LiteLLM's
+# copies of its upstream's (prefixed ``llm_provider-``), then LiteLLM's own call id.
+_UPSTREAM_ID = ("x-request-id", "x-generation-id", "x-ds-trace-id", "request-id")
+_REQUEST_ID = (
+    *_UPSTREAM_ID,
+    *(f"llm_provider-{name}" for name in _UPSTREAM_ID),
+    "x-litellm-call-id",
+)
 QUOTE = 200
 
 
@@ -136,10 +142,11 @@ def error_fields(payload: Any) -> dict[str, Any] | None:
 
 def error_object(provider: str, error: Mapping[str, Any]) -> LlmFailure:
     """An error sent inside an HTTP 200 stream. OpenRouter's ``code`` is an HTTP status;
-    OpenAI's ``type``/``code`` are words; vLLM's ``code`` is a status too."""
+    OpenAI's ``type``/``code`` are words; vLLM's ``code`` is a status too, and LiteLLM's is a
+    status as a string (``"429"``)."""
     message = str(error.get("message") or "no message")
     raw = error.get("code")
-    status = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+    status = _status_of(raw)
     if status is not None:
         code = status_code(status, message)
     else:
@@ -148,6 +155,15 @@ def error_object(provider: str, error: Mapping[str, Any]) -> LlmFailure:
         if code == "INVALID_REQUEST" and _OVERFLOW.search(message):
             code = "CONTEXT_WINDOW_EXCEEDED"
     return LlmFailure(f"{provider} sent an error in the stream: {message}", code, status)
+
+
+def _status_of(code: object) -> int | None:
+    """An error ``code`` that names an HTTP status: an integer, or its digits as a string."""
+    if isinstance(code, str) and len(code) == 3 and code.isascii() and code.isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+        return code
+    return None
 
 
 def finish_failure(provider: str, reason: str) -> LlmFailure:

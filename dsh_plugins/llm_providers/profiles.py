@@ -16,6 +16,7 @@ from dsh_plugins.llm_providers.config import (
     ModelSettings,
     ProviderSettings,
     ReasoningField,
+    ReasoningPassback,
     TokenLimitField,
 )
 
@@ -36,6 +37,7 @@ class Profile(Value):
     reasoning_field: ReasoningField = "none"
     stream_options: bool = True
     cached_tokens: bool = True
+    reasoning_passback: ReasoningPassback = "none"
 
 
 PROFILES: dict[str, Profile] = {
@@ -50,6 +52,7 @@ PROFILES: dict[str, Profile] = {
         "OPENROUTER_API_KEY",
         key_required=True,
         reasoning_field="reasoning",
+        reasoning_passback="reasoning_details",
     ),
     "ollama": Profile("http://localhost:11434/v1", None, False, reasoning_field="reasoning"),
     "vllm": Profile("http://localhost:8000/v1", "VLLM_API_KEY", False, reasoning_field="auto"),
@@ -78,6 +81,7 @@ class Provider(Value):
     stream_options: bool
     cached_tokens: bool
     send_reasoning: bool
+    reasoning_passback: ReasoningPassback
     settings: ProviderSettings
 
     @property
@@ -127,5 +131,6 @@ def resolve(name: str, settings: ProviderSettings) -> Provider:
         stream_options=_pick(settings.stream_options, profile.stream_options),
         cached_tokens=_pick(settings.cached_tokens, profile.cached_tokens),
         send_reasoning=_pick(settings.send_reasoning, False) and reasoning_field != "none",
+        reasoning_passback=_pick(settings.reasoning_passback, profile.reasoning_passback),
         settings=settings,
     )

@@ -6,10 +6,19 @@ block ends when a block of another kind starts or the stream ends. The finish re
 usage may come in either order (OpenAI sends usage in a last chunk with no choices, after the
 finish; llama.cpp sends it with the finish), so both are emitted at ``[DONE]``: usage, then
 finish. An error object in the stream (OpenRouter, vLLM) ends it with ``finish{error}``.
+
+Streamed ``refusal`` text (OpenAI's ``delta.refusal``) is the assistant's text too, and the
+stream then ends ``CONTENT_FILTER`` with that text in the failure's message, whatever the finish
+reason said. With a ``passback`` field (a gateway's signed reasoning blocks: LiteLLM's
+``thinking_blocks``, OpenRouter's ``reasoning_details``) the streamed fragments of each block
+(by its ``index``) are joined — text, thinking, summary, signature and data appended, other
+fields kept from the first — and the first reasoning block ends at ``[DONE]`` carrying them as
+``Reasoning.provider_data`` (a reasoning block of its own when no reasoning text came).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dsh.chunks import (
@@ -31,7 +40,7 @@ from dsh.chunks import (
 )
 from dsh.content import Reasoning, Text, ToolCall
 from dsh.errors import LlmError
-from dsh_plugins.llm_providers.config import ReasoningField
+from dsh_plugins.llm_providers.config import ReasoningField, ReasoningPassback
 from dsh_plugins.llm_providers.failures import error_fields, error_object, finish_failure
 
 __all__ = ["Translator", "usage_of"]
@@ -65,6 +74,20 @@ def _string(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+#: The fields of a reasoning block's streamed fragments that are pieces of one value.
+_JOINED = ("thinking", "text", "summary", "signature", "data")
+
+
+def _merge(block: dict[str, Any], fragment: dict[str, Any]) -> None:
+    """One streamed fragment of a gateway's reasoning block into the block so far."""
+    for key, value in fragment.items():
+        held = block.get(key)
+        if key in _JOINED and isinstance(held, str) and isinstance(value, str):
+            block[key] = held + value
+        elif held is None:
+            block[key] = value
+
+
 class _Call:
     __slots__ = ("arguments", "id", "index", "name")
 
@@ -77,7 +100,11 @@ class Translator:
     """One stream's state. ``feed`` each parsed event, then ``done`` at ``[DONE]``."""
 
     def __init__(
-        self, provider: str, reasoning_field: ReasoningField, cached_tokens: bool = True
+        self,
+        provider: str,
+        reasoning_field: ReasoningField,
+        cached_tokens: bool = True,
+        passback: ReasoningPassback = "none",
     ) -> None:
         self._provider = provider
         self._fields: tuple[str, ...] = {
@@ -93,6 +120,10 @@ class Translator:
         self._calls: dict[int, _Call] = {}
         self._usage: TokenUsage | None = None
         self._finish: FinishReason | None = None
+        self._refusal: list[str] = []
+        self._passback = None if passback == "none" else passback
+        self._details: dict[object, dict[str, Any]] = {}
+        self._held: tuple[int, str] | None = None  # the first reasoning block, ended at [DONE]
         self.failed = False
 
     def feed(self, payload: Any) -> list[StreamChunk]:
@@ -121,11 +152,16 @@ class Translator:
         """What ends the stream: open blocks end, then usage, then the finish."""
         if self.failed:
             return []
-        out = self._close_open() + self._close_calls()
+        out = self._close_open() + self._end_held() + self._close_calls()
         if self._usage is not None:
             out.append(UsageChunk(self._usage))
         finish = self._finish
-        if finish is None:
+        if self._refusal:
+            failure = LlmFailure(
+                f"{self._provider} refused: {''.join(self._refusal)}", "CONTENT_FILTER"
+            )
+            finish = FinishError(failure)
+        elif finish is None:
             failure = LlmFailure(
                 f"{self._provider} ended the stream ([DONE]) without a finish reason",
                 "MALFORMED_RESPONSE",
@@ -143,9 +179,14 @@ class Translator:
             )
             if reasoning:
                 self._stream_text("reasoning", reasoning, out)
+            self._reasoning_blocks(delta.get(self._passback) if self._passback else None)
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self._stream_text("text", content, out)
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str) and refusal:
+                self._refusal.append(refusal)
+                self._stream_text("text", refusal, out)
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
                 for call in calls:
@@ -171,13 +212,39 @@ class Translator:
         self._parts.append(text)
         out.append(ReasoningDelta(index, text) if kind == "reasoning" else TextDelta(index, text))
 
+    def _reasoning_blocks(self, fragments: Any) -> None:
+        if not isinstance(fragments, list):
+            return
+        for position, fragment in enumerate(fragments):
+            if isinstance(fragment, dict):
+                key = fragment.get("index", position)
+                _merge(self._details.setdefault(key, {}), fragment)
+
     def _close_open(self) -> list[StreamChunk]:
         if self._open is None:
             return []
         kind, index = self._open
         text = "".join(self._parts)
         self._open, self._parts = None, []
-        return [BlockEnd(index, Reasoning(text) if kind == "reasoning" else Text(text))]
+        if kind == "text":
+            return [BlockEnd(index, Text(text))]
+        if self._passback is not None and self._held is None:
+            self._held = (index, text)  # its blocks may still be streaming: it ends at [DONE]
+            return []
+        return [BlockEnd(index, Reasoning(text))]
+
+    def _end_held(self) -> list[StreamChunk]:
+        """The first reasoning block's end, with the gateway's reasoning blocks."""
+        out: list[StreamChunk] = []
+        if self._held is None and self._details:
+            self._held = (self._next, "")
+            self._next += 1
+            out.append(BlockStart(self._held[0], "reasoning"))
+        if self._held is not None:
+            index, text = self._held
+            data = json.dumps(list(self._details.values())) if self._details else None
+            out.append(BlockEnd(index, Reasoning(text, provider_data=data)))
+        return out
 
     def _tool_call(self, wire: dict[str, Any], out: list[StreamChunk]) -> None:
         position = wire.get("index")

@@ -9,6 +9,7 @@ without it is refused with ``INVALID_REQUEST``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
@@ -102,6 +103,15 @@ def _assistant(provider: Provider, blocks: tuple[Block, ...]) -> Wire:
             "reasoning_content" if provider.reasoning_field == "auto" else provider.reasoning_field
         )
         wire[field] = reasoning
+    if provider.reasoning_passback != "none":
+        details = [
+            detail
+            for block in blocks
+            if isinstance(block, Reasoning) and block.provider_data is not None
+            for detail in json.loads(block.provider_data)
+        ]
+        if details:
+            wire[provider.reasoning_passback] = details
     if calls:
         wire["tool_calls"] = [
             {

@@ -78,6 +78,9 @@ def test_the_request_id_falls_back_on_the_body_and_on_deepseek_trace_ids() -> No
     assert request_id({}, {"request_id": "req_body"}) == "req_body"
     assert request_id({"x-ds-trace-id": "ds-1"}, {"request_id": "req_body"}) == "ds-1"
     assert request_id({}, {"request_id": 5}) is None
+    # Behind LiteLLM: its copy of the upstream's id, else its own call id.
+    assert request_id({"llm_provider-request-id": "up-1", "x-litellm-call-id": "c"}) == "up-1"
+    assert request_id({"x-litellm-call-id": "c-1"}, {"request_id": "b"}) == "c-1"
     assert request_id({}, ["not", "an", "object"]) is None
 
 

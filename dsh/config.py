@@ -121,6 +121,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError([f"cannot read {path}: {exc.strerror}"]) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"{path} is not valid TOML: {exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path} is not valid TOML: not UTF-8 text ({exc.reason})"]) from exc
 
 
 class Config:

@@ -90,6 +90,10 @@ def test_toml_files(tmp_path: Path) -> None:
     path.write_text("not = [toml")
     with pytest.raises(ConfigError, match="is not valid TOML"):
         load_toml(path)
+    # Found by fuzz/config.py: bytes that are not UTF-8 raised a bare UnicodeDecodeError.
+    path.write_bytes(b"\xc5\xc0\n\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_toml(path)
 
 
 # -- values are checked against their types before cattrs converts them -----------------------

@@ -81,10 +81,11 @@ class ProviderSettings(Value):
     ``stream_options: {include_usage: true}``; servers that reject unknown fields need
     ``false``), ``cached_tokens`` (``usage.prompt_tokens_details.cached_tokens`` counts cache
     reads inside ``prompt_tokens``), ``send_reasoning`` (pass earlier reasoning back in the
-    ``reasoning_field`` of assistant messages), ``reasoning_passback`` (see
-    :data:`ReasoningPassback`: the gateway's reasoning blocks are kept with the reasoning and
-    sent back verbatim on the assistant message, which a Claude model behind the gateway needs
-    in a thinking tool loop). ``headers`` are added to every request (e.g.
+    ``reasoning_field`` of assistant messages), ``reasoning_passback`` (where a gateway puts
+    signed reasoning blocks: ``thinking_blocks`` for LiteLLM, ``reasoning_details`` for
+    OpenRouter, ``none``; they are kept with the reasoning and sent back verbatim on the
+    assistant message, as a Claude model behind the gateway needs in a thinking tool loop).
+    ``headers`` are added to every request (e.g.
     OpenRouter's ``HTTP-Referer`` and ``X-Title``), ``extra_body`` to every request body (e.g.
     OpenRouter's ``provider`` routing); neither may carry the key.
 

@@ -9,6 +9,7 @@ belongs would become ``("a", "b", "c")``. A field's range is checked by its attr
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -21,15 +22,19 @@ import cattrs.v
 from attrs import field, frozen
 from cattrs.errors import ClassValidationError
 
+from dsh.agent import PermissionMode
 from dsh.errors import ConfigError
 from dsh.value import Value
 
 __all__ = [
+    "CONFIG_ENV",
+    "CONFIG_FILE",
     "AgentConfig",
     "AgentLoopConfig",
     "Config",
     "OutOfRange",
     "at_least",
+    "find_config",
     "greater_than",
     "load_toml",
 ]
@@ -96,6 +101,9 @@ class AgentConfig(Value):
     tools: tuple[str, ...] | None = None
     #: The import path (``package.module:Name``) of its answer's type, see ``dsh.output``.
     output_type: str | None = None
+    #: Its permission mode (``None``: ``[permissions] mode``); a sub-agent made from it runs
+    #: under the stricter of this and its parent's mode (see ``docs/subagents.md``).
+    permission_mode: PermissionMode | None = None
 
 
 @frozen(repr=False)
@@ -107,6 +115,25 @@ class AgentLoopConfig(Value):
     agents: tuple[AgentConfig, ...] = ()
     max_parallel_tools: int = field(default=8, validator=at_least(1))
     max_depth: int = field(default=3, validator=at_least(0))
+
+
+#: The environment variable naming the config file when none is given explicitly.
+CONFIG_ENV = "DSH_CONFIG"
+#: The file looked for in the working directory when neither names one.
+CONFIG_FILE = "dsh.toml"
+
+
+def find_config(explicit: str | Path | None = None) -> str | Path | None:
+    """The config file the command line and ``dsh.run`` use: ``explicit`` if given, else the
+    file ``$DSH_CONFIG`` names (it must exist), else ``./dsh.toml`` when present, else none."""
+    if explicit is not None:
+        return explicit
+    named = os.environ.get(CONFIG_ENV)
+    if named:
+        if not Path(named).is_file():
+            raise ConfigError([f"{CONFIG_ENV}={named}: no such file"])
+        return named
+    return CONFIG_FILE if Path(CONFIG_FILE).is_file() else None
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:

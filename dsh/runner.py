@@ -5,19 +5,23 @@ says what the model answered, the typed value when ``output_type`` is given, wha
 and cost, the session it was logged in, and how the turn ended. Without a ``harness`` the run
 makes one with the entry-point plugins (the same as ``dsh run``) and closes it afterwards; a
 ``harness`` that is not started yet is started for the run and closed after it the same way.
+The harness a run makes finds its configuration as ``dsh`` does (``config=``, else
+``$DSH_CONFIG``, else ``./dsh.toml``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from attrs import frozen
 
 from dsh.agent import Agent, AgentOptions
 from dsh.chunks import TokenUsage
+from dsh.config import find_config
 from dsh.content import text_of
 from dsh.errors import DshError
 from dsh.events import (
@@ -75,17 +79,23 @@ async def run(
     output_type: Any = None,
     harness: Harness | None = None,
     session_id: str | None = None,
+    config: Mapping[str, Any] | str | Path | None = None,
 ) -> RunResult:
     """Run one turn of an agent on ``prompt`` and return its :class:`RunResult`.
 
     ``tools`` are offered for this run only (plain functions become tools as ``@dsh.tool``
     makes them). ``session_id`` continues that stored session, or starts one with that id.
+    Without a ``harness``, the one the run makes reads ``config`` (a mapping or a TOML file)
+    or, when none is given, the file ``dsh`` itself would: ``$DSH_CONFIG``, else
+    ``./dsh.toml`` when present (:func:`dsh.config.find_config`).
     """
     made = [t if isinstance(t, Tool) else make_tool(t) for t in tools]
     options = AgentOptions(model=model, system_prompt=system_prompt or "", output_type=output_type)
     if harness is not None and harness.started:
         return await _run_in(harness, prompt, options, made, session_id)
-    async with harness or Harness() as started:  # the run starts it, so it closes it
+    if harness is None:
+        harness = Harness(config=config if isinstance(config, Mapping) else find_config(config))
+    async with harness as started:  # the run starts it, so it closes it
         return await _run_in(started, prompt, options, made, session_id)
 
 
@@ -98,6 +108,7 @@ def run_sync(
     output_type: Any = None,
     harness: Harness | None = None,
     session_id: str | None = None,
+    config: Mapping[str, Any] | str | Path | None = None,
 ) -> RunResult:
     """:func:`run` for code without an event loop (a script); refuses inside a running one."""
     try:
@@ -118,6 +129,7 @@ def run_sync(
             output_type=output_type,
             harness=harness,
             session_id=session_id,
+            config=config,
         )
     )
 

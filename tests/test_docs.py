@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,34 @@ def test_import_dsh_loads_no_plugin_and_no_http_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['dsh.lazy']"  # the lazy-name helper, nothing else
+
+
+#: Model names DeepSeek retired (or keeps only as aliases of a newer name).
+RETIRED = re.compile(r"\bdeepseek-(?:v4-flash(?!-vision)|chat|reasoner)\b")
+
+
+def _code_blocks(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of every line inside a fenced code block."""
+    found: list[tuple[int, str]] = []
+    fenced = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            found.append((number, line))
+    return found
+
+
+def test_the_docs_examples_use_todays_model_names() -> None:
+    """Prose may name a retired model to say it is retired; an example a user copies may not
+    (``docs/structured-output.md`` used ``deepseek-v4-flash`` a release after it retired). A
+    line that shows what a retired name maps to says so with ``wire_name``."""
+    pages = [*DOCS.glob("*.md"), *DOCS.glob("plugins/*.md"), DOCS.parent / "README.md"]
+    stale = [
+        f"{page.name}:{number}: {line.strip()}"
+        for page in pages
+        if page.name not in ("changelog.md", "configuration.md")
+        for number, line in _code_blocks(page.read_text())
+        if RETIRED.search(line) and "wire_name(" not in line
+    ]
+    assert stale == []

@@ -81,8 +81,10 @@ from dsh.request import LlmRequest, ToolSchema
 from dsh.sse import parse_sse
 from dsh.testing.mockserver import MockServer, Scenario, completion_json, reply
 from dsh.testing.mockserver import anthropic as anthropic_wire
-from dsh.testing.mockserver.anthropic_checks import openai_body
+from dsh.testing.mockserver.anthropic_checks import openai_body, thinking_on
 from dsh.testing.mockserver.catalogue import ScenarioSpec, resolve
+from dsh.testing.mockserver.conversation import in_thinking_mode, thinking_enabled
+from dsh.testing.mockserver.validate import serving_model
 from dsh.testing.mockserver.wire import frame_bytes
 from dsh.tools import Tool, ToolExecution
 from dsh.value import Value
@@ -692,7 +694,8 @@ class CaseReport(Value):
 
     ``model``: the id the adapter served; ``chunks``: what it streamed; ``raised``: the
     failure it raised, if it did; ``requests``: the JSON bodies the mock server received for
-    that call; ``events``: the session log of the agent's turn.
+    that call, and ``paths`` the paths they were posted to; ``events``: the session log of
+    the agent's turn.
     """
 
     case: ConformanceCase
@@ -703,6 +706,7 @@ class CaseReport(Value):
     events: tuple[SessionEvent, ...]
     scenario: Scenario | None = field(default=None, eq=False)
     wire: Wire = "openai"
+    paths: tuple[str, ...] = ()
 
     @property
     def stream(self) -> tuple[StreamChunk, ...]:
@@ -816,6 +820,7 @@ async def _stream_phase(target: AdapterTarget, case: ConformanceCase) -> CaseRep
         else:
             await _collect(adapter.stream(request), streamed)
         bodies = tuple(r.body for r in server.requests)
+        paths = tuple(r.path for r in server.requests)
     scenario = _scenario_of(target.wire, case.scenario, bodies[0]) if bodies else None
     report = CaseReport(
         case,
@@ -826,6 +831,7 @@ async def _stream_phase(target: AdapterTarget, case: ConformanceCase) -> CaseRep
         (),
         scenario,
         target.wire,
+        paths,
     )
     problems = [*streamed.problems, *_stream_problems(report, server)]
     if problems:
@@ -834,11 +840,14 @@ async def _stream_phase(target: AdapterTarget, case: ConformanceCase) -> CaseRep
 
 
 def _scenario_of(wire: Wire, spec: ScenarioSpec, body: Any) -> Scenario:
-    """What the mock answered to ``body``: on the Messages wire, the scenario resolved for the
-    request as the scenarios read it, then encoded."""
+    """What the mock answered to ``body``: the scenario resolved for the request as the mock's
+    scenarios read it (a legacy model name served by its successor, in whose name the answer
+    comes), as it answers the request's thinking mode; on the Messages wire, then encoded."""
     if wire == "openai":
-        return resolve(spec, body)
-    return anthropic_wire.encode(resolve(spec, openai_body(body)))
+        served = {**body, "model": serving_model(str(body["model"]))}
+        scenario = resolve(spec, served)
+        return in_thinking_mode(scenario) if thinking_enabled(served) else scenario
+    return anthropic_wire.encode(resolve(spec, openai_body(body)), thinking_on(body))
 
 
 async def _closed_connection(server: MockServer) -> list[str]:

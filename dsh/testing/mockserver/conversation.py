@@ -28,9 +28,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dsh.testing.mockserver.scenario import Scenario, reply
+from attrs import evolve
 
-__all__ = ["THINKING_BY_DEFAULT", "choose_tool", "scripted", "thinking_enabled"]
+from dsh.testing.mockserver.scenario import Scenario, reply
+from dsh.testing.mockserver.wire import dumps
+
+__all__ = [
+    "THINKING_BY_DEFAULT",
+    "choose_tool",
+    "in_thinking_mode",
+    "scripted",
+    "thinking_enabled",
+]
 
 THINKING_BY_DEFAULT = {"deepseek-chat": False}
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
@@ -44,6 +53,36 @@ def thinking_enabled(body: Mapping[str, Any]) -> bool:
     if isinstance(thinking, dict):
         return thinking.get("type") != "disabled"
     return THINKING_BY_DEFAULT.get(str(body.get("model")), True)
+
+
+def in_thinking_mode(scenario: Scenario) -> Scenario:
+    """``scenario`` as it answers a request in thinking mode: a streamed answer that calls
+    tools but carries no ``reasoning_content`` (a transcript written without reasoning, such
+    as ``tool-calls-parallel``) gets ``reasoning_content: ""`` in its first delta, as the API
+    always sends it there in thinking mode — else no client could pass the turn back, and the
+    next request would be refused. Anything else is served as it is."""
+    frames = scenario.frames
+    if not scenario.event_stream or any('"reasoning_content"' in f for f in frames):
+        return scenario
+    if not any('"tool_calls"' in frame for frame in frames):
+        return scenario
+    for position, frame in enumerate(frames):
+        payload = _payload(frame)
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        if choices and isinstance(choices[0].get("delta"), dict):
+            choices[0]["delta"] = {**choices[0]["delta"], "reasoning_content": ""}
+            changed = f"data: {dumps(payload)}\n\n"
+            return evolve(scenario, frames=(*frames[:position], changed, *frames[position + 1 :]))
+    return scenario
+
+
+def _payload(frame: str) -> Any:
+    if not frame.startswith("data: {"):
+        return None
+    try:
+        return json.loads(frame[len("data: ") :])
+    except ValueError:
+        return None
 
 
 def scripted(body: Mapping[str, Any]) -> Scenario:

@@ -24,6 +24,7 @@ from dsh.sse import parse_sse
 from dsh.testing.mockserver import anthropic, anthropic_checks
 from dsh.testing.mockserver.cache import PrefixCache, with_cache_hits
 from dsh.testing.mockserver.catalogue import ScenarioSpec, check_spec, resolve
+from dsh.testing.mockserver.conversation import in_thinking_mode, thinking_enabled
 from dsh.testing.mockserver.scenario import Scenario, error_reply
 from dsh.testing.mockserver.validate import serving_model, validate
 from dsh.testing.mockserver.wire import KEEP_ALIVE, TRACE_ID_HEADER, dumps, frame_bytes
@@ -147,10 +148,7 @@ class MockServer:
         scenario = (
             self._auth_failure(request.headers.get("Authorization", ""))
             or validate(body, beta=request.path.startswith("/beta"), models=self.models)
-            or self._next(
-                {**body, "model": serving_model(body["model"])},
-                request.headers.get("X-Mock-Scenario"),
-            )
+            or self._chat_answer(body, request.headers.get("X-Mock-Scenario"))
         )
         if scenario.status != 200 or not scenario.event_stream:
             return self._error(scenario)
@@ -207,6 +205,11 @@ class MockServer:
             )
         return None
 
+    def _chat_answer(self, body: dict[str, Any], named: str | None) -> Scenario:
+        served = {**body, "model": serving_model(body["model"])}
+        scenario = self._next(served, named)
+        return in_thinking_mode(scenario) if thinking_enabled(served) else scenario
+
     def _next(self, body: dict[str, Any], named: str | None) -> Scenario:
         spec: ScenarioSpec = self._queue.popleft() if self._queue else named or "scripted"
         return resolve(spec, body)
@@ -231,7 +234,7 @@ class MockServer:
                     await asyncio.sleep(scenario.interval_s)
                 await response.write(frame_bytes(frame))
             await self._end(request, response, scenario)
-        except ConnectionResetError:
+        except ConnectionError:  # reset by the peer, or "Connection lost" while draining
             self._gone()
         return response
 
@@ -247,7 +250,7 @@ class MockServer:
         try:
             await response.write(b"\n" * keep_alives + body.encode())
             await self._end(request, response, scenario)
-        except ConnectionResetError:
+        except ConnectionError:  # reset by the peer, or "Connection lost" while draining
             self._gone()
         return response
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from dsh.sse import parse_sse
 from dsh.testing.mockserver import SCENARIOS, Scenario, sample_arguments, thinking_enabled
-from dsh.testing.mockserver.conversation import choose_tool
+from dsh.testing.mockserver.conversation import choose_tool, in_thinking_mode
 
 
 def answer(**body: Any) -> dict[str, Any]:
@@ -161,3 +163,33 @@ def test_tool_loop_reasons_first_in_thinking_mode_only() -> None:
     assert last["reasoning"] == "1 tool result(s) so far; 1 wanted."
     assert last["content"] == "finished after 1 steps"
     assert fold(SCENARIOS["tool-loop"]({}))["reasoning"] == ""  # no conversation: no thinking
+
+
+# -- transcripts without reasoning, served in thinking mode ----------------------------------
+
+
+def test_a_tool_transcript_without_reasoning_gets_an_empty_reasoning_field_in_thinking_mode() -> (
+    None
+):
+    """``tool-calls-parallel`` (a V3 transcript) answered to a thinking-mode request: the
+    first delta carries ``reasoning_content: ""``, as V4 sends it, so a client can pass the
+    turn back (the mock refuses a thinking-mode tool turn without the field)."""
+    plain = SCENARIOS["tool-calls-parallel"]({})
+    served = in_thinking_mode(plain)
+    [first] = [f for f in served.frames if f.startswith("data: {")][:1]
+    assert json.loads(first[6:])["choices"][0]["delta"]["reasoning_content"] == ""
+    assert served.frames[1:] == plain.frames[1:]
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        SCENARIOS["tool-call-thinking"]({}),  # reasons already
+        SCENARIOS["text-v4"]({}),  # calls no tool
+        SCENARIOS["rate-limit"]({}),  # not a stream
+        Scenario("odd", (": comment\n\n", "data: {broken\n\n", 'data: {"tool_calls": 1}\n\n')),
+    ],
+    ids=["reasoning", "no-tools", "http-error", "no-delta"],
+)
+def test_other_answers_are_served_as_they_are(scenario: Scenario) -> None:
+    assert in_thinking_mode(scenario) == scenario

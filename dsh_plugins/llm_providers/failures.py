@@ -64,8 +64,9 @@ def status_code(status: int, message: str) -> str:
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds, when it is a number (dates are rare on these APIs)."""
-    value = headers.get("Retry-After", "").strip()
+    """``Retry-After`` in seconds, when it is a number (dates are rare on these APIs); behind
+    LiteLLM, the upstream's as the proxy renames it (``llm_provider-retry-after``)."""
+    value = (headers.get("Retry-After") or headers.get("llm_provider-retry-after") or "").strip()
     try:
         seconds = float(value)
     except ValueError:

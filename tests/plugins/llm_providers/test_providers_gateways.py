@@ -18,7 +18,7 @@ from dsh.request import LlmRequest
 from dsh.testing.conformance import check_stream
 from dsh_plugins.llm_providers import ProviderSettings, Translator, resolve
 from dsh_plugins.llm_providers.config import ModelSettings, ReasoningPassback
-from dsh_plugins.llm_providers.failures import error_object, request_id
+from dsh_plugins.llm_providers.failures import error_object, request_id, retry_after
 from dsh_plugins.llm_providers.wire import body_for
 
 SIGNATURE = "N+28D694pWflioyRDvnxbJSwD+bsbLVEExJpfoY95oE="
@@ -223,3 +223,10 @@ def test_request_ids_through_litellm() -> None:
     )
     assert request_id({"x-litellm-call-id": "c-1"}) == "c-1"
     assert request_id({"x-request-id": "r", "x-litellm-call-id": "c"}) == "r"
+
+
+def test_retry_after_through_litellm() -> None:
+    """LiteLLM's chat route renames the upstream's ``Retry-After``."""
+    assert retry_after({"llm_provider-retry-after": "2"}) == 2.0
+    assert retry_after({"Retry-After": "1", "llm_provider-retry-after": "2"}) == 1.0
+    assert retry_after({}) is None

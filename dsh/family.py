@@ -10,8 +10,8 @@ its children's turns, a disposed parent disposes them; children nest at most
 ``subagent/start`` without its end: :func:`unfinished_children` closes it ``interrupted`` when
 the parent is resumed (the child's own session is kept and can be resumed by itself).
 
-Budgets see a child's usage in the parent's log (``subagent/end``), so a parent's limits count
-what its children spent.
+A plugin may refuse children: :meth:`Family.add_guard` (the ``budgets`` plugin refuses one while
+an ancestor's budget has nothing left).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Family",
+    "SpawnGuard",
     "SubagentEnd",
     "SubagentParent",
     "SubagentStart",
@@ -56,6 +57,9 @@ __all__ = [
 ]
 
 A = TypeVar("A", bound="Agent")
+
+#: Says why ``parent`` may not have a child now, or ``None``: see :meth:`Family.add_guard`.
+SpawnGuard = Callable[["Agent"], "str | None"]
 
 #: The plugin name the harness registers :class:`Family` under.
 PLUGIN_NAME = "dsh:family"
@@ -103,6 +107,7 @@ class Family:
         self._parents: dict[int, Agent] = {}  # id(child) -> parent
         self._children: dict[int, list[Agent]] = {}  # id(parent) -> live children
         self._depths: dict[int, int] = {}
+        self._guards: list[SpawnGuard] = []
 
     def parent_of(self, agent: Agent) -> Agent | None:
         return self._parents.get(id(agent))
@@ -114,6 +119,12 @@ class Family:
         """0 for an agent without a parent, 1 for its children, and so on."""
         return self._depths.get(id(agent), 0)
 
+    def add_guard(self, guard: SpawnGuard) -> Callable[[], None]:
+        """Refuse a child whenever ``guard(parent)`` says why (a budget with nothing left,
+        say): :meth:`spawn` raises :class:`DshError` with the reason. Returns a disposer."""
+        self._guards.append(guard)
+        return lambda: self._guards.remove(guard)
+
     def spawn(
         self,
         parent: Agent,
@@ -123,7 +134,8 @@ class Family:
         start: Callable[[Session], A],
     ) -> A:
         """Start ``parent``'s child ``agent_id`` with ``start(session)`` on a new session
-        ``session_id``; refuses nesting deeper than ``agent_loop.max_depth``."""
+        ``session_id``; refuses nesting deeper than ``agent_loop.max_depth``, and whatever a
+        guard refuses (:meth:`add_guard`)."""
         depth = self.depth_of(parent) + 1
         limit = self._harness.config.section("agent_loop", AgentLoopConfig).max_depth
         if depth > limit:
@@ -134,6 +146,10 @@ class Family:
             )
         if parent.disposing:
             raise DshError(f"agent {parent.id!r} is disposed and cannot have children")
+        for guard in self._guards:
+            reason = guard(parent)
+            if reason is not None:
+                raise DshError(f"agent {agent_id!r} cannot start under {parent.id!r}: {reason}")
         session = self._harness.sessions.create(session_id, parent=parent.session.id)
         turn, step = _position(parent.session.events)
         session.append(SubagentParent(parent.id, parent.session.id, turn, step, call_id))

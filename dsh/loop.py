@@ -317,6 +317,11 @@ class AgentLoop:
         return agent
 
     def create_configured(self) -> list[LoopAgent]:
-        """Create the agents listed in config section ``agent_loop``."""
+        """Create the agents listed in config section ``agent_loop`` (each in its profile's
+        ``permission_mode``, when it sets one)."""
         config = self._harness.config.section("agent_loop", AgentLoopConfig)
-        return [self.create(a.id, options_for(a)) for a in config.agents]
+        agents = [self.create(a.id, options_for(a)) for a in config.agents]
+        for agent, profile in zip(agents, config.agents, strict=True):
+            if profile.permission_mode is not None:
+                agent.set_permission_mode(profile.permission_mode)
+        return agents

@@ -45,7 +45,14 @@ def test_config_dump_shows_effective_values(
     dumped = json.loads(capsys.readouterr().out)
     assert dumped["agent_loop"] == {
         "agents": [
-            {"id": "main", "model": "", "system_prompt": "", "tools": None, "output_type": None}
+            {
+                "id": "main",
+                "model": "",
+                "system_prompt": "",
+                "tools": None,
+                "output_type": None,
+                "permission_mode": None,
+            }
         ],
         "max_parallel_tools": 8,
         "max_depth": 3,

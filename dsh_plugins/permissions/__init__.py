@@ -6,12 +6,16 @@ classifies each call by the tool's declared ``effect`` and the rules and mode of
 ``harness.hooks.tools_approve(execution, reason)``, which a host answers; nobody answering means
 no. Every decision is appended to the agent's session: ``approval/asked`` when a host is asked,
 ``approval/decided`` always. A denied call does not run: its result is a ``DENIED`` error that
-tells the model why and what the user could change. See ``docs/plugins/permissions.md``.
+tells the model why and what the user could change.
+
+A sub-agent (``agent_loop.create(..., parent=...)``, the ``task`` tool) is judged in the
+strictest of its own mode and the current modes of the agents above it (:func:`effective_mode`),
+so it never runs in a laxer mode than its parent. See ``docs/plugins/permissions.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import structlog
@@ -26,6 +30,7 @@ from dsh.tools import Effect, ToolExecution, ToolOutcome
 from dsh.value import Value
 from dsh_plugins.permissions.policy import (
     Decision,
+    Mode,
     PermissionsConfig,
     Rule,
     decide,
@@ -35,6 +40,7 @@ from dsh_plugins.permissions.policy import (
 
 if TYPE_CHECKING:
     from dsh.agent import Agent
+    from dsh.family import Family
     from dsh.harness import Harness
 
 __all__ = [
@@ -45,6 +51,8 @@ __all__ = [
     "PermissionsConfig",
     "PermissionsPlugin",
     "Rule",
+    "effective_mode",
+    "own_mode",
 ]
 
 SECTION = "permissions"
@@ -56,6 +64,8 @@ PLAN_NOTE = (
 )
 ASKED = "approval/asked"
 DECIDED = "approval/decided"
+#: Modes from the strictest: ``PERMISSION_MODES`` lists them in that order.
+_STRICTNESS: dict[str, int] = {mode: rank for rank, mode in enumerate(PERMISSION_MODES)}
 
 log = structlog.get_logger("dsh.permissions")
 
@@ -114,9 +124,15 @@ class PermissionsPlugin:
         tool = harness.tools.get(execution.name)
         if tool is None:  # nothing would run: the registry answers UNKNOWN_TOOL
             return await call_next(execution)
-        config = mode_of(harness.config.section(SECTION, PermissionsConfig), execution.agent)
+        configured = harness.config.section(SECTION, PermissionsConfig)
+        mode, source = effective_mode(configured, execution.agent, harness.family)
         decision = decide(
-            config, tool.name, tool.effect, _arguments(execution), execution.workspace
+            evolve(configured, mode=mode),
+            tool.name,
+            tool.effect,
+            _arguments(execution),
+            execution.workspace,
+            inherited_from=source,
         )
         if decision.action == "ask":
             decision = await self._ask(harness, execution, decision)
@@ -135,8 +151,9 @@ class PermissionsPlugin:
         self, agent: Agent, turn: int, step: int, request: LlmRequest
     ) -> LlmRequest | None:
         """In plan mode the model is told that it plans, and how its plan is carried out."""
-        config = self._require_harness().config.section(SECTION, PermissionsConfig)
-        if mode_of(config, agent).mode != "plan":
+        harness = self._require_harness()
+        config = harness.config.section(SECTION, PermissionsConfig)
+        if effective_mode(config, agent, harness.family)[0] != "plan":
             return None
         system = f"{request.system}\n\n{PLAN_NOTE}" if request.system else PLAN_NOTE
         return evolve(request, system=system)
@@ -158,23 +175,47 @@ class PermissionsPlugin:
         return self._harness
 
 
-def mode_of(config: PermissionsConfig, agent: Agent | None) -> PermissionsConfig:
-    """``config`` in the agent's current mode: the last ``permissions/mode`` of its session
-    (``agent.set_permission_mode``, ``/plan``, ``/approve``), else the configured one."""
+def effective_mode(
+    config: PermissionsConfig, agent: Agent | None, family: Family
+) -> tuple[Mode, str | None]:
+    """The mode the agent's tool calls are judged in, and the id of the agent above it that
+    mode comes from (``None``: its own). An agent's own mode is the last ``permissions/mode``
+    of its session (``agent.set_permission_mode``, ``/plan``, ``/approve``, a profile's
+    ``permission_mode``), else the configured one. A sub-agent (one ``family``, the harness's,
+    knows a parent of) runs under the strictest of its own mode and those of every agent above
+    it as they are now: a parent switched to ``read-only`` holds its running children to it."""
     if agent is None:
-        return config
+        return config.mode, None
+    mode, source = own_mode(config, agent), None
+    for above in _ancestors(agent, family):
+        theirs = own_mode(config, above)
+        if _STRICTNESS[theirs] < _STRICTNESS[mode]:
+            mode, source = theirs, above.id
+    return mode, source
+
+
+def own_mode(config: PermissionsConfig, agent: Agent) -> Mode:
+    """The agent's own mode: the last ``permissions/mode`` of its session, else ``config``'s."""
     # Per tool call: the latest mode change, without building the chunk events on the way.
     last = next(agent.session.events.select(PermissionModeChange, reverse=True), None)
     if last is None:
-        return config
+        return config.mode
     change = last.data
     assert isinstance(change, PermissionModeChange)  # what select() gives
     if change.mode not in PERMISSION_MODES:  # a log written by a build that knows more modes
         raise DshError(
-            f"the session is in permission mode {change.mode!r}, which this build does not "
-            f"know: set one of {PERMISSION_MODES} with agent.set_permission_mode"
+            f"the session of agent {agent.id!r} is in permission mode {change.mode!r}, which "
+            f"this build does not know: set one of {PERMISSION_MODES} with "
+            "agent.set_permission_mode"
         )
-    return evolve(config, mode=change.mode)
+    return change.mode
+
+
+def _ancestors(agent: Agent, family: Family) -> Iterator[Agent]:
+    above = family.parent_of(agent)
+    while above is not None:
+        yield above
+        above = family.parent_of(above)
 
 
 def _arguments(execution: ToolExecution) -> Any:

@@ -128,11 +128,20 @@ def subject_of(args: Any) -> str:
 
 
 def decide(
-    config: PermissionsConfig, tool: str, effect: Effect, args: Any, workspace: Path
+    config: PermissionsConfig,
+    tool: str,
+    effect: Effect,
+    args: Any,
+    workspace: Path,
+    *,
+    inherited_from: str | None = None,
 ) -> Decision:
-    """The decision for calling ``tool`` (which declares ``effect``) with ``args``."""
+    """The decision for calling ``tool`` (which declares ``effect``) with ``args``.
+    ``inherited_from`` names the agent above a sub-agent whose mode ``config.mode`` is (see
+    ``effective_mode``): the reason says so."""
     if config.mode == "plan" and effect != "read":
-        return Decision("deny", "plan", f"{tool} {_DOES[effect]} and the agent is planning")
+        who = "the agent is" if inherited_from is None else f"agent {inherited_from!r} above it is"
+        return Decision("deny", "plan", f"{tool} {_DOES[effect]} and {who} planning")
     subject = subject_of(args)
     refusals: list[str] = []
     for number, rule in enumerate(config.rules, 1):
@@ -143,7 +152,7 @@ def decide(
             return Decision(rule.action, "rule", f"rule {number} of [permissions], {rule}, applies")
         if refusal:
             refusals.append(f"rule {number} does not allow it: {refusal}")
-    decision = _by_mode(config, tool, effect, args, workspace)
+    decision = _by_mode(config, tool, effect, args, workspace, inherited_from)
     if refusals:
         reason = f"{decision.reason} ({'; '.join(refusals)})"
         return Decision(decision.action, decision.by, reason)
@@ -151,10 +160,17 @@ def decide(
 
 
 def _by_mode(
-    config: PermissionsConfig, tool: str, effect: Effect, args: Any, workspace: Path
+    config: PermissionsConfig,
+    tool: str,
+    effect: Effect,
+    args: Any,
+    workspace: Path,
+    inherited_from: str | None,
 ) -> Decision:
     action = _MODES[config.mode][effect]
     reason = f'{tool} {_DOES[effect]} and the permissions mode is "{config.mode}"'
+    if inherited_from is not None:
+        reason += f" (the mode of agent {inherited_from!r}, which its sub-agents cannot exceed)"
     if action == "allow" and effect == "write" and config.mode == "workspace-write":
         outside = _outside_workspace(args, workspace)
         if outside is not None:

@@ -7,7 +7,10 @@ prompt, tool allow-list and output type, from ``[[agent_loop.agents]]``) or, wit
 parent's own options minus the ``task`` tool (so children do not delegate again unless a
 profile lets them). The tool is ``concurrency_safe``: several ``task`` calls of one step run in
 parallel. A child that fails makes the call an error result the parent's model can read; an
-aborted parent aborts the child. See ``docs/subagents.md``.
+aborted parent aborts the child. A profile's ``permission_mode`` is logged in the child's
+session; the permission policy then holds the child to the stricter of it and its parent's
+current mode. A child that may not start (the depth limit, a budget with nothing left) is a
+``SUBAGENT_REFUSED`` result saying why. See ``docs/subagents.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
-from dsh.agent import Agent, AgentOptions
+from dsh.agent import Agent, AgentOptions, PermissionMode
 from dsh.config import AgentLoopConfig
 from dsh.content import AgentSource, text_of
 from dsh.converter import unstructure
@@ -81,7 +84,7 @@ class SubagentsPlugin:
         harness, parent = self._harness, execution.agent
         if harness is None or parent is None:
             raise ToolError("the task tool runs only for an agent of a started harness")
-        options = self._profile(harness, parent, args.get("agent"))
+        options, mode = self._profile(harness, parent, args.get("agent"))
         child_id = f"{parent.id}.task-{next(self._numbers)}"
         try:
             child = harness.agent_loop.create(
@@ -89,6 +92,8 @@ class SubagentsPlugin:
             )
         except DshError as exc:
             raise ToolError(str(exc), "SUBAGENT_REFUSED") from exc
+        if mode is not None:  # the policy holds it to the stricter of this and its parent's
+            child.set_permission_mode(mode)
         try:
             # On disk before the child runs: a crash then leaves a start for resume to close.
             await parent.session.checkpoint()
@@ -102,15 +107,20 @@ class SubagentsPlugin:
             await child.dispose()
         return await _answer(child)
 
-    def _profile(self, harness: Harness, parent: Agent, name: str | None) -> AgentOptions:
+    def _profile(
+        self, harness: Harness, parent: Agent, name: str | None
+    ) -> tuple[AgentOptions, PermissionMode | None]:
+        """The child's options, and its profile's permission mode (``None``: no profile, or
+        one without a mode)."""
         inherited = evolve(parent.options, output_type=None)
         if name is None:
             tools = parent.options.tools
             tools = tuple(harness.tools.names()) if tools is None else tools
-            return evolve(inherited, tools=tuple(t for t in tools if t != TASK))
+            return evolve(inherited, tools=tuple(t for t in tools if t != TASK)), None
         agents = harness.config.section("agent_loop", AgentLoopConfig).agents
         try:
-            return options_for(find_profile(agents, name), inherited)
+            profile = find_profile(agents, name)
+            return options_for(profile, inherited), profile.permission_mode
         except DshError as exc:
             raise ToolError(
                 f"{exc}; leave 'agent' out to run the task with an agent like you", "BAD_PROFILE"

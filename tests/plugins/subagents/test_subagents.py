@@ -343,3 +343,20 @@ async def test_the_task_tool_needs_an_agent() -> None:
             ToolExecution("c1", TASK, json.dumps({"description": "d", "prompt": "p"}))
         )
         assert outcome.code == "TOOL_ERROR" and "runs only for an agent" in text_of(outcome.content)
+
+
+async def test_a_guard_refuses_children_until_it_is_removed() -> None:
+    async with make(Models([one_task("x"), text_response("ok")])) as harness:
+        parent = main(harness)
+        remove = harness.family.add_guard(lambda agent: f"{agent.id} is busy")
+        parent.send("go")
+        await parent.wait_idle()
+        result = results(parent)["c1"]
+        assert result.code == "SUBAGENT_REFUSED"
+        assert "agent 'main.task-1' cannot start under 'main': main is busy" in text_of(
+            result.content
+        )
+        assert data(parent, "subagent/start") == []
+        remove()
+        child = harness.agent_loop.create("main.c", AgentOptions(), parent=parent)
+        assert harness.family.children_of(parent) == [child]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -37,6 +38,15 @@ def dsh(*argv: str, stdin: str = "", cwd: Path | None = None) -> subprocess.Comp
         env=env,
         check=False,
     )
+
+
+def private_file(path: Path, text: str) -> Path:
+    """``path`` holding ``text``, readable by the user only, in a directory only the user can
+    open (as ``dsh keys set`` makes them)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
 
 
 def test_set_list_remove_as_a_user_would() -> None:
@@ -81,8 +91,8 @@ def test_bad_names_keys_and_files_are_clear_errors_that_lose_nothing() -> None:
 
 
 def test_unreadable_and_unwritable_files_are_clear_errors() -> None:
-    keys.keys_path().parent.mkdir(parents=True)
-    keys.keys_path().mkdir()  # a directory where the file should be
+    keys.keys_path().parent.mkdir(parents=True, mode=0o700)
+    keys.keys_path().mkdir(mode=0o700)  # a directory where the file should be
     with pytest.raises(UserConfigError, match="cannot read"):
         keys.load()
     keys.keys_path().rmdir()
@@ -157,8 +167,7 @@ async def test_a_broken_keys_file_ends_the_turn_saying_so_and_is_read_again_once
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    keys.keys_path().parent.mkdir(parents=True, exist_ok=True)
-    keys.keys_path().write_text("[1, 2]")
+    private_file(keys.keys_path(), "[1, 2]")
     async with MockServer(api_key="sk-stored") as server:
         config = {"llm_deepseek": {"base_url": server.url}}
         async with Harness(load_entrypoints=False, plugins=[DeepSeekPlugin()], config=config) as h:
@@ -206,3 +215,126 @@ def test_the_commands_in_process(
     assert main(["keys", "list"]) == 0
     assert "no stored keys" in capsys.readouterr().out
     assert keys.load() == {}
+
+
+# -- modes: a keys file others can get at is refused, as ssh refuses such private keys --------
+
+
+def refusal(path: Path, *opened: tuple[Path, int, str]) -> str:
+    """The message refusing ``path`` for the ``(target, mode, chmod mode)`` that are open."""
+    named = " and ".join(f"{target} (mode {mode:04o})" for target, mode, _ in opened)
+    fix = " && ".join(f"chmod {private} {shlex.quote(str(t))}" for t, _, private in opened)
+    tail = " (and replace the keys if someone else may have read them)"
+    return (
+        f"your API keys are stored in {path}, but {named} "
+        f"{'is' if len(opened) == 1 else 'are'} open to group or others: refused, as ssh "
+        f"refuses such private keys. Make it private with: {fix}"
+        + (tail if any(t == path for t, _, _ in opened) else "")
+    )
+
+
+def test_a_keys_file_others_can_read_is_refused_by_every_command_and_left_alone() -> None:
+    path = private_file(keys.keys_path(), '{"deepseek": "sk-1"}\n')
+    path.chmod(0o644)
+    expected = refusal(path, (path, 0o644, "600"))
+    for argv in (["list"], ["set", "other", "--value", "sk-2"], ["remove", "deepseek"]):
+        refused = dsh("keys", *argv)
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr == f"dsh keys {argv[0]}: {expected}\n"
+    assert path.read_text() == '{"deepseek": "sk-1"}\n'  # nothing written, nothing lost
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # and not changed behind the user's back
+    assert dsh("keys", "path").stdout == f"{path}\n"  # where it is: still said
+    path.chmod(0o600)
+    assert dsh("keys", "list").stdout == "deepseek\n"
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620, 0o602, 0o610, 0o601, 0o660, 0o666])
+def test_any_group_or_other_bit_on_the_file_is_refused(mode: int) -> None:
+    path = private_file(keys.keys_path(), '{"deepseek": "sk-1"}')
+    path.chmod(mode)
+    with pytest.raises(UserConfigError) as info:
+        keys.api_key("deepseek", "DSH_TEST_NO_SUCH_VARIABLE")
+    assert str(info.value) == refusal(path, (path, mode, "600"))
+    for private in (0o600, 0o400, 0o700):
+        path.chmod(private)
+        assert keys.api_key("deepseek", "DSH_TEST_NO_SUCH_VARIABLE") == "sk-1"
+
+
+def test_an_open_directory_is_refused_and_the_printed_chmod_fixes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "my config"))  # quoted in the fix
+    path = private_file(keys.keys_path(), '{"deepseek": "sk-1"}')
+    path.parent.chmod(0o755)
+    with pytest.raises(UserConfigError) as info:
+        keys.load()
+    assert str(info.value) == refusal(path, (path.parent, 0o755, "700"))
+    assert "'" in str(info.value)  # the path with a space is quoted for the shell
+    path.chmod(0o644)
+    refused = dsh("keys", "list")
+    message = refusal(path, (path.parent, 0o755, "700"), (path, 0o644, "600"))
+    assert refused.stderr == f"dsh keys list: {message}\n"
+    # The command the message gives is the one that fixes it, run as the user would.
+    command = message.split("Make it private with: ")[1].split(" (and replace")[0]
+    subprocess.run(["sh", "-c", command], check=True)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert dsh("keys", "list").stdout == "deepseek\n"
+
+
+def test_no_key_is_stored_into_an_open_directory() -> None:
+    directory = keys.keys_path().parent
+    directory.mkdir(parents=True, mode=0o700)
+    directory.chmod(0o750)
+    stored = dsh("keys", "set", "deepseek", "--value", "sk-1")
+    assert stored.returncode == 1
+    expected = refusal(keys.keys_path(), (directory, 0o750, "700"))
+    assert stored.stderr == f"dsh keys set: {expected}\n"
+    assert not keys.keys_path().exists()
+    assert keys.load() == {}  # no file: nothing to refuse
+    directory.chmod(0o700)
+    assert dsh("keys", "set", "deepseek", "--value", "sk-1").returncode == 0
+
+
+def test_keys_are_stored_private_whatever_the_umask() -> None:
+    """``dsh keys set`` under ``umask 000``: the directory is 0700 and the file 0600."""
+    env = {**os.environ, "DSH_DISABLE_PLUGINS": ""}
+    command = f"umask 000 && exec {shlex.quote(sys.executable)} -m dsh keys set deepseek"
+    stored = subprocess.run(
+        ["sh", "-c", command], input="sk-1\n", capture_output=True, text=True, env=env
+    )
+    assert stored.returncode == 0, stored.stderr
+    assert stat.S_IMODE(keys.keys_path().stat().st_mode) == 0o600
+    assert stat.S_IMODE(keys.keys_path().parent.stat().st_mode) == 0o700
+    assert keys.load() == {"deepseek": "sk-1"}
+
+
+def test_the_environment_wins_without_reading_an_open_keys_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    private_file(keys.keys_path(), '{"deepseek": "sk-stored"}').chmod(0o644)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-env")
+    assert keys.api_key("deepseek", "DEEPSEEK_API_KEY") == "sk-env"
+
+
+async def test_an_open_keys_file_ends_the_turn_saying_so_and_the_agent_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    path = private_file(keys.keys_path(), '{"deepseek": "sk-stored"}')
+    path.chmod(0o640)
+    async with MockServer(api_key="sk-stored") as server:
+        config = {"llm_deepseek": {"base_url": server.url}}
+        async with Harness(load_entrypoints=False, plugins=[DeepSeekPlugin()], config=config) as h:
+            agent = h.agent_loop.create("a", AgentOptions(model="deepseek-flash", thinking=False))
+            agent.send("hi")
+            await agent.wait_idle()
+            reason = data_of(agent.session.events, TurnEnd)[-1].reason
+            assert isinstance(reason, TurnError) and reason.failure.code == "ADAPTER_ERROR"
+            assert reason.failure.message.endswith(refusal(path, (path, 0o640, "600")))
+            assert server.requests == []  # the key was not sent
+            path.chmod(0o600)
+            agent.send("again")
+            await agent.wait_idle()
+            assert isinstance(data_of(agent.session.events, TurnEnd)[-1].reason, TurnCompleted)
+        assert server.requests[0].headers["Authorization"] == "Bearer sk-stored"

@@ -5,8 +5,9 @@ Spans and metrics follow the OpenTelemetry GenAI semantic conventions: an ``invo
 {tool}`` span per tool call beneath it; retries and compactions are events on the turn's span.
 The plugin uses the *global* tracer and meter providers, as a library should: the host (or
 ``dsh run --otel``) configures the SDK and its exporter. Without ``opentelemetry-api``
-installed (the extra ``dsh-harness[otel]``) the plugin does nothing. Prompts and outputs are
-recorded only with ``capture_content = true`` in section ``otel``. See
+installed (the extra ``dsh-harness[otel]``) the plugin does nothing. Prompts, outputs, tool
+arguments and results and error texts are recorded only with ``capture_content = true`` in
+section ``otel``; without it spans hold codes and names only. See
 ``docs/plugins/otel.md`` and ``docs/observability.md``.
 """
 
@@ -48,9 +49,9 @@ PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER
 
 @frozen(repr=False)
 class OtelConfig(Value):
-    """Section ``otel``. ``capture_content`` adds the prompts, the model's outputs and tool
-    arguments and results to the spans as events: off by default, as they may hold secrets
-    and personal data."""
+    """Section ``otel``. ``capture_content`` adds the prompts, the model's outputs, tool
+    arguments and results, and error texts to the spans: off by default, as they may hold
+    secrets and personal data (spans then hold codes and names only)."""
 
     capture_content: bool = False
 

@@ -91,7 +91,8 @@ class Recorder:
             attributes = {"dsh.compaction.tokens_after": data.tokens_after}
             if data.error is not None:
                 attributes["error.type"] = "COMPACTION_FAILED"
-                attributes["dsh.compaction.error"] = data.error
+                if self.telemetry.capture_content:  # the text may quote the conversation
+                    attributes["dsh.compaction.error"] = data.error
             found.span.add_event("dsh.compaction.end", attributes)
 
     # -- model calls ---------------------------------------------------------------------------
@@ -147,6 +148,8 @@ class Recorder:
         if found is not None:
             found.asked = True
             if found.span is not None:
-                found.span.add_event(
-                    "dsh.tool.approval_requested", {"dsh.tool.approval_reason": reason}
-                )
+                # The policy's reason may quote the call's arguments (a path, a command).
+                asked: Attributes = {}
+                if self.telemetry.capture_content:
+                    asked["dsh.tool.approval_reason"] = reason
+                found.span.add_event("dsh.tool.approval_requested", asked)

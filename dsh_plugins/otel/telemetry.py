@@ -204,6 +204,12 @@ class Telemetry:
                 self.metered = True
         return self.traced or self.metered
 
+    def status_text(self, code: str, message: str) -> str:
+        """The description of an error status: the error's text with content capture on; else
+        only its code (``error.type``). Error texts quote what tools and models were given and
+        said — a path, a command, a password a tool echoed — so they are content."""
+        return message if self.capture_content else code
+
     # -- turns ---------------------------------------------------------------------------------
     def start_turn(self, agent_id: str, session_id: str, turn: int, model: str) -> TurnSpan:
         """The ``invoke_agent`` span, a child of whatever span is current (a host's request, or
@@ -229,7 +235,7 @@ class Telemetry:
             attributes: Attributes = {"dsh.turn.outcome": outcome}
             if failure is not None:
                 attributes["error.type"] = failure.code
-                span.set_status(StatusCode.ERROR, failure.message)
+                span.set_status(StatusCode.ERROR, self.status_text(failure.code, failure.message))
             span.set_attributes(attributes)
             span.end()
         if self.metered:
@@ -339,7 +345,7 @@ class Telemetry:
             attributes["dsh.llm.cost"] = dollars
         if error is not None:
             attributes["error.type"] = error[0]
-            span.set_status(StatusCode.ERROR, error[1])
+            span.set_status(StatusCode.ERROR, self.status_text(*error))
         span.set_attributes(attributes)
         if call.first_chunk is not None:
             elapsed: Attributes = {"dsh.llm.time_to_first_chunk": call.first_chunk - call.started}
@@ -465,7 +471,7 @@ class Telemetry:
         }
         if error is not None:
             attributes["error.type"] = error[0]
-            span.set_status(StatusCode.ERROR, error[1])
+            span.set_status(StatusCode.ERROR, self.status_text(*error))
         span.set_attributes(attributes)
         if self.capture_content:
             details: Attributes = {"gen_ai.tool.call.arguments": execution.arguments}

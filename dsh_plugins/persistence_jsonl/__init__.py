@@ -17,7 +17,7 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import structlog
 from attrs import frozen
@@ -30,16 +30,23 @@ from dsh.session import Session, SessionSummary
 from dsh.store import Batch, BufferedStore, Fsync
 from dsh.value import Value
 from dsh_plugins.persistence_jsonl.files import SessionFile
-from dsh_plugins.persistence_jsonl.format import decode_lines, parse_header
+from dsh_plugins.persistence_jsonl.format import (
+    SessionFileError,
+    decode_lines,
+    parse_header,
+    set_aside,
+)
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
 
 __all__ = [
     "SECTION",
+    "DamagedSession",
     "Fsync",
     "JsonlConfig",
     "JsonlStore",
+    "SessionFileError",
     "default_dir",
     "file_name",
     "list_sessions",
@@ -79,8 +86,12 @@ def file_name(session_id: str) -> str:
 
 def read_session(path: Path, codec: EventCodec) -> list[SessionEvent]:
     """The events stored in ``path``; a torn final line is ignored. A file with fewer events
-    than its header says a flush made durable lost lines: an error, never a short log."""
-    lines = path.read_bytes().split(b"\n")
+    than its header says a flush made durable lost lines: an error, never a short log. Every
+    damage is a :class:`SessionFileError` naming the file and what is wrong."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as exc:
+        raise SessionFileError(_unreadable(path, exc), path) from exc
     complete = lines[:-1]  # the last piece is empty, or a line torn by a crash
     if not complete:
         return []
@@ -88,42 +99,81 @@ def read_session(path: Path, codec: EventCodec) -> list[SessionEvent]:
     events = decode_lines(complete[1:], codec, path)
     flushed = header.get("events", 0)
     if len(events) < flushed:
-        raise DshError(
-            f"{path}: session {header.get('id')!r} holds {len(events)} event(s) but its header "
+        raise SessionFileError(
+            f"{path}: session {header['id']!r} holds {len(events)} event(s) but its header "
             f"says {flushed} were written: the file lost lines (damage, or an outside edit). "
             "Restore it from a backup; to accept the loss, set the header's events to "
-            f"{len(events)}"
+            f"{len(events)}",
+            path,
+            header["id"],
         )
     return events
 
 
+def _unreadable(path: Path, exc: OSError) -> str:
+    return f"cannot read session file {path}: {exc.strerror}: {set_aside(path)}"
+
+
+@frozen(repr=False)
+class DamagedSession(SessionSummary):
+    """A session file a listing found damaged, listed beside the good ones: ``problem`` says
+    what is wrong with it and what to do (loading it raises the same error). Its ``id`` is the
+    one its file is named after, so that ``dsh sessions show ID`` finds it; ``created`` and
+    ``updated`` are the file's modification time, ``events`` 0."""
+
+    problem: str = ""
+
+
 def _summary(path: Path, updated: float) -> SessionSummary | None:
-    """What the header of ``path`` says; ``None`` (and a warning) when it is unreadable."""
+    """What the header of ``path`` says; a :class:`DamagedSession` when it cannot be read as a
+    session's; ``None`` when a crash tore its header: such a file holds no event."""
     try:
         with path.open("rb") as file:
-            header = parse_header(file.readline(), path)
-        return SessionSummary(
-            header["id"],
-            header["created"],
-            updated,
-            header["events"],
-            header["title"],
-            header.get("parent"),
-        )
-    except (OSError, DshError, KeyError) as exc:
-        log.warning("unreadable session file skipped", path=str(path), error=str(exc))
-        return None
+            line = file.readline()
+        if not line.endswith(b"\n"):
+            log.info("session file with a torn header skipped", path=str(path))
+            return None
+        header = parse_header(line, path)
+    except OSError as exc:
+        return _damaged(path, updated, _unreadable(path, exc), None)
+    except SessionFileError as exc:
+        return _damaged(path, updated, str(exc), exc.session_id)
+    return SessionSummary(
+        header["id"],
+        header["created"],
+        updated,
+        header.get("events", 0),
+        header.get("title", ""),
+        header.get("parent"),
+    )
+
+
+def _damaged(path: Path, updated: float, problem: str, named: str | None) -> DamagedSession:
+    """The listing's entry for damaged ``path``: its id is the one the file is named after (the
+    header's, when it names one whose file this is: a long id's file name is shortened)."""
+    session_id = unquote(path.name.removesuffix(".jsonl"))
+    if named is not None and file_name(named) == path.name:
+        session_id = named
+    log.info("damaged session file", path=str(path), error=problem)
+    return DamagedSession(session_id, updated, updated, 0, problem=problem)
 
 
 def list_sessions(directory: Path, query: str | None, limit: int) -> list[SessionSummary]:
-    """Sessions in ``directory``, most recently written first. Reads only file metadata and
-    the header lines of the files it returns (and of those it skips for ``query``)."""
+    """Sessions in ``directory``, most recently written first; a damaged file is listed as a
+    :class:`DamagedSession`, beside the others. Reads only file metadata and the header lines
+    of the files it returns (and of those it skips for ``query``)."""
     try:
-        entries = [
-            (e.stat().st_mtime, e.path) for e in os.scandir(directory) if e.name.endswith(".jsonl")
-        ]
+        names = [e for e in os.scandir(directory) if e.name.endswith(".jsonl")]
     except FileNotFoundError:
         return []
+    except OSError as exc:
+        raise DshError(f"cannot list the sessions in {directory}: {exc.strerror}") from exc
+    entries: list[tuple[float, str]] = []
+    for entry in names:
+        try:
+            entries.append((entry.stat().st_mtime, entry.path))
+        except FileNotFoundError:  # removed since (or a dangling link): no session there
+            continue
     found: list[SessionSummary] = []
     for updated, path in sorted(entries, reverse=True):
         if len(found) >= limit:

@@ -32,6 +32,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "Header",
+    "SessionFileError",
     "decode_lines",
     "encode_events",
     "encode_lines",
@@ -39,6 +40,7 @@ __all__ = [
     "line_json",
     "next_seq",
     "parse_header",
+    "set_aside",
 ]
 
 FORMAT = "dsh-session"
@@ -75,20 +77,104 @@ def count_offset(line: bytes) -> int | None:
     return None
 
 
+class SessionFileError(DshError):
+    """A session file that cannot be read as one: damaged, or not a dsh session file. The
+    message names the file (and the line, when one is at fault), says what is wrong and what
+    to do; ``session_id`` is the id its header names, when it names one."""
+
+    def __init__(self, message: str, path: Path, session_id: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.session_id = session_id
+
+
+def set_aside(path: Path) -> str:
+    """What to do with a damaged session file: the end of the errors that report one."""
+    return (
+        f"fix it, or move {path.name} out of {path.parent} to set the session aside "
+        "(the other sessions are not affected)"
+    )
+
+
+#: The header's fields but ``format`` and ``version``: what each must be, and whether a header
+#: may leave it out.
+_FIELDS: tuple[tuple[str, str, bool], ...] = (
+    ("id", "a string", True),
+    ("created", "a number (seconds since the epoch)", True),
+    ("cwd", "a string", False),
+    ("title", "a string", False),
+    ("parent", "a string or null", False),
+    ("events", "a whole number from 0", False),
+)
+
+
+def _fits(name: str, value: Any) -> bool:
+    """Whether ``value`` is what header field ``name`` must be (a bool is not a number)."""
+    if name in ("id", "cwd", "title"):
+        return isinstance(value, str)
+    if name == "parent":
+        return value is None or isinstance(value, str)
+    if isinstance(value, bool):
+        return False
+    if name == "created":
+        return isinstance(value, int | float)
+    return isinstance(value, int) and value >= 0
+
+
+def _shown(value: Any) -> str:
+    """``value`` as its JSON text, shortened; a list or an object only by its kind."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else f"{text[:36]}...{text[-1]}"
+
+
 def parse_header(line: bytes, path: Path) -> Header:
-    """The header fields of ``line`` (the first line of ``path``)."""
+    """The header fields of ``line`` (the first line of ``path``), each of the type it must
+    be: anything else is a :class:`SessionFileError` naming the file and the field."""
     try:
         header = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise DshError(f"{path}:1: not a dsh session file (no {FORMAT!r} header)")
-    if header.get("version", 0) > VERSION:
-        raise DshError(
-            f"{path}:1: session format version {header['version']} is newer than this dsh "
-            f"reads ({VERSION}); upgrade dsh"
+        raise SessionFileError(
+            f"{path}:1: not a dsh session file (no {FORMAT!r} header): {set_aside(path)}", path
         )
+    session_id = header.get("id")
+    known = session_id if isinstance(session_id, str) else None
+    version = header.get("version", VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise _bad_field(path, "version", version, "a whole number from 1", known)
+    if version > VERSION:
+        raise SessionFileError(
+            f"{path}:1: session format version {version} is newer than this dsh reads "
+            f"({VERSION}); upgrade dsh",
+            path,
+            known,
+        )
+    for name, kind, required in _FIELDS:
+        if name not in header:
+            if required:
+                raise SessionFileError(
+                    f"{path}:1: the header has no {name!r} field ({kind}): {set_aside(path)}",
+                    path,
+                    known,
+                )
+        elif not _fits(name, header[name]):
+            raise _bad_field(path, name, header[name], kind, known)
     return header
+
+
+def _bad_field(
+    path: Path, name: str, value: Any, kind: str, session_id: str | None
+) -> SessionFileError:
+    return SessionFileError(
+        f"{path}:1: the header's {name!r} is {_shown(value)}, not {kind}: {set_aside(path)}",
+        path,
+        session_id,
+    )
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -253,8 +339,10 @@ def next_seq(line: bytes, path: Path) -> int:
     try:
         row = json.loads(line)
         return int(row["seq"]) + (len(row["texts"]) if "packed" in row else 1)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise DshError(f"{path}: the last event line is corrupt: {exc!r}") from exc
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
+        raise SessionFileError(
+            f"{path}: the last event line is corrupt: {exc!r}: {set_aside(path)}", path
+        ) from exc
 
 
 def decode_lines(
@@ -266,12 +354,15 @@ def decode_lines(
         try:
             decoded = _decode_line(line, codec)
         except Exception as exc:
-            raise DshError(f"{path}:{number}: corrupt session event line: {exc}") from exc
+            raise SessionFileError(
+                f"{path}:{number}: corrupt session event line: {exc}: {set_aside(path)}", path
+            ) from exc
         for event in decoded:
             if event.seq != len(events):
-                raise DshError(
+                raise SessionFileError(
                     f"{path}:{number}: expected the event with seq {len(events)}, "
-                    f"found seq {event.seq}"
+                    f"found seq {event.seq}: {set_aside(path)}",
+                    path,
                 )
             events.append(event)
     return events

@@ -16,7 +16,6 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from structlog.testing import capture_logs
 
 from dsh import AgentOptions, ConfigError, DshError, Harness, HookError, eventlog
 from dsh.chunks import BlockStart, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
@@ -28,6 +27,7 @@ from dsh.session import Session
 from dsh.testing import ScriptedAdapter, text_response
 from dsh.testing.strategies import packed_event_data, stream_chunks
 from dsh_plugins.persistence_jsonl import (
+    DamagedSession,
     JsonlStore,
     default_dir,
     file_name,
@@ -414,16 +414,17 @@ def test_a_header_longer_than_a_read_block_is_read(tmp_path: Path) -> None:
 # -- listing ---------------------------------------------------------------------------------
 
 
-async def test_listing_skips_what_it_cannot_read(tmp_path: Path) -> None:
+async def test_listing_reports_what_it_cannot_read_beside_the_good_sessions(
+    tmp_path: Path,
+) -> None:
     assert list_sessions(tmp_path / "missing", None, 10) == []
     await store_session(JsonlStore(tmp_path), "good")
     (tmp_path / "bad.jsonl").write_text("garbage\n")
     (tmp_path / "notes.txt").write_text("not a session\n")
-    with capture_logs() as logs:
-        found = list_sessions(tmp_path, None, 10)
-    assert [s.id for s in found] == ["good"]
-    assert logs[0]["event"] == "unreadable session file skipped"
-    assert logs[0]["path"] == str(tmp_path / "bad.jsonl")
+    good, bad = sorted(list_sessions(tmp_path, None, 10), key=lambda s: s.id, reverse=True)
+    assert good.id == "good" and not isinstance(good, DamagedSession)
+    assert isinstance(bad, DamagedSession) and bad.id == "bad"
+    assert bad.problem.startswith(f"{tmp_path / 'bad.jsonl'}:1: not a dsh session file")
 
 
 # -- failures --------------------------------------------------------------------------------

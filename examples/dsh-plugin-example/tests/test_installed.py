@@ -41,7 +41,7 @@ async def test_a_harness_loads_it_from_the_entry_point(
     )
     harness = await dsh_harness_factory(load_entrypoints=True, config=deepseek_config(mock_server))
     assert harness.plugins.info["calculator"].distribution == "dsh-plugin-example"
-    agent = harness.agent_loop.create("a", AgentOptions(model="deepseek-v4-flash"))
+    agent = harness.agent_loop.create("a", AgentOptions(model="deepseek-flash"))
     agent.send("What is 6 * 7?")
     await agent.wait_idle()
 

@@ -9,17 +9,19 @@ import getpass
 import inspect
 import itertools
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
 from dsh import aliases, keys, recovery
 from dsh.agent import AgentOptions
+from dsh.config import find_config
 from dsh.configdoc import masked_config
-from dsh.errors import DshError
+from dsh.errors import DshError, HookError
 from dsh.events import (
     AssistantChunk,
     AssistantMessage,
@@ -164,19 +166,51 @@ def _print_events(events: Sequence[SessionEvent]) -> None:
 
 
 async def _sessions_list(harness: Harness, args: argparse.Namespace) -> int:
+    """Exit 1 when a session is damaged: listed beside the others, its problem on stderr."""
     found = await harness.sessions.stored(args.query, args.limit)
     if not found:
         print("no stored sessions" + (f" match {args.query!r}" if args.query else ""))
     else:
         print(f"{'SESSION':<32} {'UPDATED':16}  {'EVENTS':>6}  {'MODEL':18} {'LAST TURN':24} TITLE")
+    damaged: list[str] = []
     for summary in found:
-        updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated))
-        model, last = _last_turn(await harness.sessions.load(summary.id) or [])
+        # A store may list a damaged session with its problem (persistence_jsonl does); the
+        # others' damage shows when the session is read.
+        problem: str | None = getattr(summary, "problem", None)
+        model = last = "-"
+        if not problem:
+            try:
+                model, last = _last_turn(await harness.sessions.load(summary.id) or [])
+            except DshError as exc:
+                problem = _message(exc)
+        title = brief(str(summary.title or ""), 60)
+        if problem:
+            last, title = "damaged", "(what is wrong: below)"
+            damaged.append(f"dsh sessions list: {summary.id}: {problem}")
         print(
-            f"{summary.id:<32} {updated:16}  {summary.events:>6}  {brief(model, 18):18} "
-            f"{brief(last, 24):24} {brief(summary.title, 60)}"
+            f"{summary.id:<32} {_when(summary.updated):16}  {summary.events!s:>6}  "
+            f"{brief(model, 18):18} {brief(last, 24):24} {title}"
         )
-    return 0
+    for line in damaged:
+        print(line, file=sys.stderr)
+    return 1 if damaged else 0
+
+
+def _when(stamp: Any) -> str:
+    """``stamp`` (seconds since the epoch) as a listing shows it; ``?`` when it is not one (a
+    store's damaged record)."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
+
+
+def _message(exc: DshError) -> str:
+    """What ``exc`` says for the user: a store's own error as it wrote it, without the "plugin
+    failed in hook" wrapping (that wording is for a plugin's bug, not for damaged data)."""
+    if isinstance(exc, HookError) and isinstance(exc.error, DshError):
+        return str(exc.error)
+    return str(exc)
 
 
 def _last_turn(events: Sequence[SessionEvent]) -> tuple[str, str]:
@@ -313,7 +347,7 @@ async def _run_sessions(harness: Harness, args: argparse.Namespace) -> int:
         print(f"dsh sessions {args.action}: {exc}", file=sys.stderr)
         return 2
     except DshError as exc:
-        print(f"dsh sessions {args.action}: {exc}", file=sys.stderr)
+        print(f"dsh sessions {args.action}: {_message(exc)}", file=sys.stderr)
         return 1
 
 
@@ -542,7 +576,32 @@ def _parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
         sub_parser = sub.add_parser(command.name, help=command.help)
         if command.configure is not None:
             command.configure(sub_parser)
+    _accept_global_options(parser, [a for a in parser._actions if a.dest in _GLOBAL_OPTIONS])
     return parser
+
+
+#: The options of ``dsh`` itself, accepted after any command too.
+_GLOBAL_OPTIONS = ("config", "log_format", "log_level")
+
+
+def _accept_global_options(parser: argparse.ArgumentParser, options: list[argparse.Action]) -> None:
+    """Let the global ``options`` follow every command and sub-command too (``dsh mcp serve
+    --config FILE``, as MCP clients' configurations write them): :func:`_global_options` reads
+    them wherever they stand; the full parse must not refuse them. A command's own option of
+    the same name keeps its meaning."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for command in action.choices.values():
+            for option in options:
+                if not any(o in command._option_string_actions for o in option.option_strings):
+                    command.add_argument(
+                        *option.option_strings,
+                        choices=option.choices,
+                        default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS,
+                    )
+            _accept_global_options(command, options)
 
 
 def _global_options(argv: Sequence[str]) -> argparse.Namespace:
@@ -552,15 +611,39 @@ def _global_options(argv: Sequence[str]) -> argparse.Namespace:
     pre.add_argument("--log-format", choices=["console", "json"], default="console")
     pre.add_argument("--log-level", default="warning")
     known, _ = pre.parse_known_args(argv)
-    if known.config is None and Path("dsh.toml").is_file():
-        known.config = "dsh.toml"
+    known.config = find_config(known.config)
     return known
 
 
+#: Exit code of a command whose output's reader went away (``dsh sessions list | head``): 128 +
+#: SIGPIPE, as a shell reports a command a closed pipe ended. (``run`` and ``chat`` abort their
+#: turn and exit 130 instead.)
+OUTPUT_CLOSED = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dsh`` console script; returns the exit code."""
+    """Entry point of the ``dsh`` console script; returns the exit code. When the reader of
+    stdout goes away, the command ends quietly (:data:`OUTPUT_CLOSED`), with no traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe is a traceback
+    except BrokenPipeError:
+        # What is still buffered goes nowhere, quietly, when the interpreter exits.
+        with suppress(OSError, ValueError):  # no descriptor to silence
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return OUTPUT_CLOSED
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    options = _global_options(argv)
+    try:
+        options = _global_options(argv)
+    except DshError as exc:
+        print(f"dsh: {exc}", file=sys.stderr)
+        return 2
     configure_logging(options.log_format, options.log_level)
     try:
         harness = Harness(config=options.config)

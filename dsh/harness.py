@@ -7,6 +7,7 @@ with different plugins can run side by side in one event loop.
 from __future__ import annotations
 
 import asyncio
+import reprlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -17,7 +18,7 @@ from attrs import frozen
 
 from dsh.config import AgentLoopConfig, Config, load_toml
 from dsh.converter import EventCodec
-from dsh.errors import DshError
+from dsh.errors import ConfigError, DshError
 from dsh.family import PLUGIN_NAME as FAMILY
 from dsh.family import Family
 from dsh.hooks import Hooks
@@ -29,7 +30,7 @@ from dsh.plugins import Plugins, disabled_from_env
 from dsh.prompt import SystemPrompt
 from dsh.registry import AgentRegistry
 from dsh.session import SessionStore
-from dsh.tools import POLICY_SECTION, NoPolicyConfig, ToolRegistry, ToolsConfig
+from dsh.tools import POLICY_SECTION, InvalidTool, NoPolicyConfig, Tool, ToolRegistry, ToolsConfig
 from dsh.toolset import PLUGIN_NAME as TOOLSET
 from dsh.toolset import ToolSet
 from dsh.value import Value
@@ -73,8 +74,19 @@ class Harness:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         ensure_configured()
+        if not (config is None or isinstance(config, Mapping | str | Path)):
+            raise ConfigError(
+                [
+                    f"Harness(config=...) takes a mapping of section names to tables, or the "
+                    f"path of a TOML file (str or Path); got {type(config).__name__} "
+                    f"{reprlib.repr(config)}"
+                ]
+            )
         raw = load_toml(config) if isinstance(config, str | Path) else config
         self.config = Config(raw)
+        #: The directory of the config file (``None`` for a mapping or no config): agent
+        #: profiles' ``output_type`` paths import relative to it.
+        self.config_dir = Path(config).resolve().parent if isinstance(config, str | Path) else None
         self.plugins = Plugins(disabled_from_env() if disabled is None else disabled, strict)
         self.hooks = Hooks(self.plugins.runtime)
         self.events = EventCodec()
@@ -180,14 +192,25 @@ class Harness:
             lambda owner: lambda models, adapter: self.llm.register_adapter(models, adapter, owner),
             self,
         )
-        runtime.call_register(
-            "dsh_register_tools", lambda owner: lambda tool: self.tools.register(tool, owner), self
-        )
+        runtime.call_register("dsh_register_tools", self._tool_register, self)
         runtime.call_register(
             "dsh_register_prompt_sections", lambda _: self.system_prompt.section, self
         )
         runtime.call_register("dsh_register_commands", lambda _: self._add_command, self)
         self._warn_without_policy()
+
+    def _tool_register(self, owner: str) -> Callable[[Tool], Callable[[], None]]:
+        """``register`` for ``owner``'s ``dsh_register_tools``: a tool the registry refuses for
+        its name or schema is logged and left out, and the plugin's other tools go on."""
+
+        def register(tool: Tool) -> Callable[[], None]:
+            try:
+                return self.tools.register(tool, owner)
+            except InvalidTool as exc:
+                log.error("tool refused", plugin=owner, tool=exc.tool, error=exc.message)
+                return _nothing
+
+        return register
 
     def _warn_without_policy(self) -> None:
         """Say once, at load, that tools are held back because no permission policy is loaded."""
@@ -221,3 +244,7 @@ class Harness:
         finally:
             await self.hooks.harness_stop(self)
             await self.llm.aclose()
+
+
+def _nothing() -> None:
+    """The disposer of a tool that was refused."""

@@ -318,10 +318,20 @@ class AgentLoop:
 
     def create_configured(self) -> list[LoopAgent]:
         """Create the agents listed in config section ``agent_loop`` (each in its profile's
-        ``permission_mode``, when it sets one)."""
+        ``permission_mode``, when it sets one). A profile whose options cannot be made (an
+        output type that does not import) is logged as an error and not created: the harness
+        and the other agents start, and whatever asks for that profile (``dsh run --agent``,
+        ``task(agent=...)``) gets the error itself."""
         config = self._harness.config.section("agent_loop", AgentLoopConfig)
-        agents = [self.create(a.id, options_for(a)) for a in config.agents]
-        for agent, profile in zip(agents, config.agents, strict=True):
+        agents: list[LoopAgent] = []
+        for profile in config.agents:
+            try:
+                options = options_for(profile, near=self._harness.config_dir)
+            except DshError as exc:
+                log.warning("agent profile not created", agent_id=profile.id, error=str(exc))
+                continue
+            agent = self.create(profile.id, options)
             if profile.permission_mode is not None:
                 agent.set_permission_mode(profile.permission_mode)
+            agents.append(agent)
         return agents

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import sys
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -185,14 +186,22 @@ def _record_schema(cls: type, fields: Sequence[tuple[str, Any, bool]]) -> JsonOb
     return schema
 
 
-def import_type(path: str) -> Any:
-    """The output type an agent profile names by import path, ``package.module:Name``;
-    raises :class:`DshError` saying what is wrong."""
+def import_type(path: str, near: Path | None = None) -> Any:
+    """The output type an agent profile names by import path, ``package.module:Name``, looked
+    for first in ``near`` (the config file's directory: a project's own modules beside its
+    ``dsh.toml``), then on ``sys.path``; raises :class:`DshError` saying what is wrong."""
     module_name, _, name = path.partition(":")
+    added = near is not None and str(near) not in sys.path
+    if added:
+        sys.path.insert(0, str(near))
     try:
         found = getattr(importlib.import_module(module_name), name) if name else None
     except (ImportError, AttributeError) as exc:
-        raise DshError(f"cannot import the output type {path!r}: {exc}") from exc
+        where = f" (looked in {near} and on sys.path)" if near is not None else ""
+        raise DshError(f"cannot import the output type {path!r}{where}: {exc}") from exc
+    finally:
+        if added:
+            sys.path.remove(str(near))
     if found is None:
         raise DshError(f"the output type {path!r} is not 'package.module:Name'")
     return found

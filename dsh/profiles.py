@@ -8,6 +8,7 @@ harness creates at start, and ``task(agent=ID)`` sub-agents.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from attrs import evolve
 
@@ -19,12 +20,14 @@ from dsh.output import import_type
 __all__ = ["find_profile", "options_for"]
 
 
-def options_for(profile: AgentConfig, base: AgentOptions | None = None) -> AgentOptions:
+def options_for(
+    profile: AgentConfig, base: AgentOptions | None = None, near: Path | None = None
+) -> AgentOptions:
     """``base`` with what ``profile`` sets: its model (if it names one), its system prompt,
-    its tools and its output type. Raises :class:`DshError` for an output type that cannot be
-    imported."""
+    its tools and its output type (imported from ``near``, the config file's directory, first).
+    Raises :class:`DshError` for an output type that cannot be imported."""
     base = base or AgentOptions()
-    output_type = import_type(profile.output_type) if profile.output_type else None
+    output_type = import_type(profile.output_type, near) if profile.output_type else None
     return evolve(
         base,
         model=profile.model or base.model,

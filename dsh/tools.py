@@ -14,6 +14,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
 __all__ = [
     "GUARDED_EFFECTS",
     "POLICY_SECTION",
+    "TOOL_NAME",
     "Effect",
+    "InvalidTool",
     "NoPolicyConfig",
     "Tool",
     "ToolContent",
@@ -62,6 +65,9 @@ GUARDED_EFFECTS: tuple[Effect, ...] = ("write", "execute")
 
 #: The config section of the permission policy; the core reads it only when no policy is loaded.
 POLICY_SECTION = "permissions"
+
+#: The tool names every model API accepts; the registry refuses others.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def as_content(value: object) -> tuple[Text | Image, ...]:
@@ -127,6 +133,19 @@ def _json_text(value: object) -> str:
         raise ToolError(
             f"the tool returned a {type(value).__name__} that is not made of JSON values ({exc})"
         ) from exc
+
+
+class InvalidTool(DshError):
+    """The registry refused a tool ``tool`` that ``owner`` registered: its name is not one model
+    APIs accept, or its input schema is invalid at ``pointer`` (a JSON pointer into it;
+    ``None`` for a name)."""
+
+    def __init__(self, message: str, owner: str, tool: str, pointer: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.owner = owner
+        self.tool = tool
+        self.pointer = pointer
 
 
 class ToolError(DshError):
@@ -292,6 +311,11 @@ class ToolRegistry:
         return dispose
 
     def register(self, tool: Tool, owner: str = "host") -> Callable[[], None]:
+        """Add ``tool``; returns the function that takes it out again. Raises
+        :class:`InvalidTool` for a name model APIs refuse (see :data:`TOOL_NAME`) or an input
+        schema :func:`dsh.toolschema.schema_problem` finds fault with, and :class:`DshError`
+        for a name already taken."""
+        _check(tool, owner)
         known = self._tools.get(tool.name)
         if known is not None:
             raise DshError(
@@ -385,6 +409,31 @@ class ToolRegistry:
             return ToolOutcome(as_content(content))
         except ToolError as exc:
             return ToolOutcome.error("TOOL_ERROR", f"tool {tool.name!r}: {exc.message}")
+
+
+def _check(tool: Tool, owner: str) -> None:
+    """Refuse a tool no model could be offered, or whose schema would fail its calls."""
+    # toolschema imports this module (ToolExecution): import it here, not at the top.
+    from dsh.toolschema import describe_problem, schema_problem
+
+    name = tool.name
+    if not TOOL_NAME.fullmatch(name):
+        shown = repr(name) if len(name) <= 70 else f"{name[:60]!r}... ({len(name)} characters)"
+        raise InvalidTool(
+            f"tool {shown} of {owner!r} is refused: model APIs accept tool names of 1 to 64 "
+            "letters, digits, '_' and '-' only",
+            owner,
+            name,
+        )
+    problem = schema_problem(tool.schema.parameters)
+    if problem is not None:
+        raise InvalidTool(
+            f"tool {name!r} of {owner!r} is refused: its input schema is invalid "
+            f"{describe_problem(problem)}",
+            owner,
+            name,
+            problem[0],
+        )
 
 
 def _exit_outcome(exc: SystemExit | KeyboardInterrupt) -> ToolOutcome:

@@ -4,8 +4,9 @@
 :class:`Shape` holds the JSON Schema and how a valid JSON value becomes the Python value the
 annotation names (attrs instances, enum members, tuples). :func:`validate` checks a value against
 the JSON Schema subset this module generates, with messages a model can act on; the tool
-registry runs it before every tool. ``@dsh.tool`` (:mod:`dsh.tooldef`) and typed results
-(:mod:`dsh.output`) build on both; ``docs/tools.md`` lists every supported annotation.
+registry runs it before every tool, and :func:`schema_problem` checks a tool's schema once, when
+it is registered. ``@dsh.tool`` (:mod:`dsh.tooldef`) and typed results (:mod:`dsh.output`) build
+on both; ``docs/tools.md`` lists every supported annotation.
 """
 
 from __future__ import annotations
@@ -25,7 +26,17 @@ from dsh.request import JsonObject
 from dsh.tools import ToolExecution
 from dsh.value import Value
 
-__all__ = ["Convert", "Shape", "arguments_shape", "field_shape", "shape_of", "validate"]
+__all__ = [
+    "MAX_SCHEMA_DEPTH",
+    "Convert",
+    "Shape",
+    "arguments_shape",
+    "describe_problem",
+    "field_shape",
+    "schema_problem",
+    "shape_of",
+    "validate",
+]
 
 Convert = Callable[[Any], Any]
 
@@ -293,13 +304,16 @@ _TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def validate(value: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:
+def validate(value: Any, schema: Mapping[str, Any] | bool, path: str = "") -> list[str]:
     """Every way the JSON ``value`` breaks ``schema``, each message naming the field and why.
 
     Understands ``type``, ``enum``, ``anyOf``, ``properties``, ``required``,
     ``additionalProperties``, ``items``, ``prefixItems``, ``minItems`` and ``maxItems``; other
-    keywords are ignored (they accept everything).
+    keywords are ignored (they accept everything). ``true`` and ``false`` are the schemas that
+    accept every value and none. The schema is assumed sound (see :func:`schema_problem`).
     """
+    if isinstance(schema, bool):
+        return [] if schema else [f"{_where(path)}: no value is allowed here, got {_show(value)}"]
     if not _has_type(value, schema.get("type")):
         return [f"{_where(path)}: expected {_names(schema['type'])}, got {_show(value)}"]
     if "enum" in schema and not any(_equal(value, choice) for choice in schema["enum"]):
@@ -332,7 +346,7 @@ def _equal(value: Any, choice: Any) -> bool:
     return bool(value == choice) and isinstance(value, bool) == isinstance(choice, bool)
 
 
-def _any_of(value: Any, branches: Sequence[Mapping[str, Any]], path: str) -> list[str]:
+def _any_of(value: Any, branches: Sequence[Mapping[str, Any] | bool], path: str) -> list[str]:
     results = [validate(value, branch, path) for branch in branches]
     if not all(results):
         return []
@@ -340,7 +354,7 @@ def _any_of(value: Any, branches: Sequence[Mapping[str, Any]], path: str) -> lis
     typed = [
         r
         for b, r in zip(branches, results, strict=True)
-        if "type" in b and _has_type(value, b["type"])
+        if isinstance(b, Mapping) and "type" in b and _has_type(value, b["type"])
     ]
     if len(typed) == 1:
         return typed[0]
@@ -379,7 +393,7 @@ def _array_problems(value: list[Any], schema: Mapping[str, Any], path: str) -> l
         where = f"{path}[{index}]"
         if index < len(prefix):
             problems += validate(item, prefix[index], where)
-        elif isinstance(items, Mapping):
+        elif isinstance(items, Mapping | bool):
             problems += validate(item, items, where)
     return problems
 
@@ -402,7 +416,9 @@ def _names(expected: str | list[str]) -> str:
     return expected if isinstance(expected, str) else " or ".join(expected)
 
 
-def _describe(schema: Mapping[str, Any]) -> str:
+def _describe(schema: Mapping[str, Any] | bool) -> str:
+    if isinstance(schema, bool):  # false: true accepts everything, so it never failed
+        return "no value"
     if "enum" in schema:
         return "one of " + ", ".join(json.dumps(choice) for choice in schema["enum"])
     if "type" in schema:
@@ -414,3 +430,166 @@ def _show(value: Any) -> str:
     kind = _JSON_TYPES.get(type(value), type(value).__name__)
     text = json.dumps(value, ensure_ascii=False, default=str)
     return f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking a tool's schema once, when the tool is registered.
+# ---------------------------------------------------------------------------------------------
+
+#: How deeply a tool's input schema may nest (JSON objects and arrays, the root being level 1).
+MAX_SCHEMA_DEPTH = 64
+
+_TYPE_NAMES = tuple(_TYPE_TESTS)
+#: Keywords whose value is one schema (``true``/``false`` included).
+_ONE_SCHEMA = (
+    "additionalProperties",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "propertyNames",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+)
+#: Keywords whose value is a non-empty array of schemas.
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+#: Keywords whose value is an object of schemas.
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_COUNTS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties")
+_NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_TEXTS = ("description", "title", "pattern", "format", "$ref", "$schema", "$id")
+
+
+def schema_problem(schema: object) -> tuple[str, str] | None:
+    """Why ``schema`` cannot be a tool's input schema, or ``None`` when it can: the first
+    problem found, as its place (a JSON pointer, RFC 6901; the root's is ``""``) and what is
+    wrong there.
+
+    The schema must be JSON (objects with string keys, arrays, strings, numbers, booleans,
+    null) nested at most :data:`MAX_SCHEMA_DEPTH` levels; its root an object schema (``type``,
+    when given, is ``"object"``); and every keyword :func:`validate` reads, or that holds
+    schemas, has the shape the JSON Schema specification gives it, so that no call can fail on
+    the schema itself. Keywords it does not know are left alone.
+    """
+    problem = _json_problem(schema)
+    if problem is not None:
+        return problem
+    if not isinstance(schema, Mapping):
+        return "", f"expected a JSON object (an object schema), got {_show(schema)}"
+    problem = _schema_problem(schema, "")
+    if problem is None and schema.get("type", "object") != "object":
+        kind = _show(schema["type"])
+        return "/type", f'a tool\'s arguments are a JSON object: expected "object", got {kind}'
+    return problem
+
+
+def describe_problem(problem: tuple[str, str]) -> str:
+    """A :func:`schema_problem` as text: ``at <pointer>: <what>``."""
+    pointer, what = problem
+    return f"at {pointer or 'the root'}: {what}"
+
+
+def _json_problem(document: object) -> tuple[str, str] | None:
+    """Whether ``document`` is JSON nested at most :data:`MAX_SCHEMA_DEPTH` deep (iteratively:
+    a document too deep for recursion is refused, not a ``RecursionError``)."""
+    stack: list[tuple[object, str, int]] = [(document, "", 1)]
+    while stack:
+        value, pointer, depth = stack.pop()
+        children: list[tuple[object, object]]
+        if isinstance(value, Mapping):
+            children = list(value.items())
+        elif isinstance(value, list | tuple):
+            children = list(enumerate(value))
+        elif value is None or isinstance(value, str | int | float):
+            continue
+        else:
+            return pointer, f"a {type(value).__name__} is not a JSON value"
+        if depth > MAX_SCHEMA_DEPTH:
+            return pointer, f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels"
+        for key, child in children:
+            if isinstance(value, Mapping) and not isinstance(key, str):
+                return pointer, f"the key {key!r} is not a string"
+            stack.append((child, f"{pointer}/{_escape(str(key))}", depth + 1))
+    return None
+
+
+def _escape(key: str) -> str:
+    """A key as a JSON pointer reference token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _schema_problem(schema: object, pointer: str) -> tuple[str, str] | None:
+    """The first problem of the (sub)schema at ``pointer``: a JSON object or a boolean."""
+    if isinstance(schema, bool):
+        return None
+    if not isinstance(schema, Mapping):
+        return pointer, f"expected a schema (a JSON object or a boolean), got {_show(schema)}"
+    for check in (_type_problem, _keyword_problem, _subschemas_problem):
+        problem = check(schema, pointer)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _type_problem(schema: Mapping[str, Any], pointer: str) -> tuple[str, str] | None:
+    if "type" not in schema:
+        return None
+    kind = schema["type"]
+    names = [kind] if isinstance(kind, str) else kind
+    if isinstance(names, list | tuple) and names and all(n in _TYPE_NAMES for n in names):
+        return None
+    expected = ", ".join(f'"{name}"' for name in _TYPE_NAMES)
+    return f"{pointer}/type", f"expected one of {expected} or an array of them, got {_show(kind)}"
+
+
+def _keyword_problem(schema: Mapping[str, Any], pointer: str) -> tuple[str, str] | None:
+    """The keywords whose values are not schemas: lists, names, counts, numbers, texts."""
+    for key, value in schema.items():
+        expected = _expected(key, value)
+        if expected is not None:
+            return f"{pointer}/{_escape(key)}", f"expected {expected}, got {_show(value)}"
+    return None
+
+
+def _expected(key: str, value: object) -> str | None:
+    """What ``key``'s value should be, when it is not."""
+    if key == "enum" and not isinstance(value, list | tuple):
+        return "an array of the allowed values"
+    if key == "required" and not (
+        isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+    ):
+        return "an array of property names"
+    if key in _COUNTS and not (
+        isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    ):
+        return "a non-negative integer"
+    if key in _NUMBERS and not (isinstance(value, int | float) and not isinstance(value, bool)):
+        return "a number"
+    if key in _TEXTS and not isinstance(value, str):
+        return "a string"
+    return None
+
+
+def _subschemas_problem(schema: Mapping[str, Any], pointer: str) -> tuple[str, str] | None:
+    """The keywords that hold schemas, each checked in turn."""
+    for key, value in schema.items():
+        where = f"{pointer}/{_escape(key)}"
+        if key in _ONE_SCHEMA or (key == "items" and not isinstance(value, list | tuple)):
+            found = [(where, value)]
+        elif key in _SCHEMA_MAPS:
+            if not isinstance(value, Mapping):
+                return where, f"expected an object of schemas by name, got {_show(value)}"
+            found = [(f"{where}/{_escape(name)}", s) for name, s in value.items()]
+        elif key in _SCHEMA_LISTS or key == "items":  # items: before 2020-12, a list too
+            if not isinstance(value, list | tuple) or not value:
+                return where, f"expected a non-empty array of schemas, got {_show(value)}"
+            found = [(f"{where}/{index}", s) for index, s in enumerate(value)]
+        else:
+            continue
+        for place, subschema in found:
+            problem = _schema_problem(subschema, place)
+            if problem is not None:
+                return problem
+    return None

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,9 +48,11 @@ async def echo(args: Any, execution: Any) -> str:
     return "echoed"
 
 
-async def run_agent(agent_id: str, script: list[Any], *messages: str) -> None:
-    """Store a session ``<agent_id>-session`` through the default store."""
-    async with Harness() as h:
+async def run_agent(
+    agent_id: str, script: list[Any], *messages: str, config: Path | None = None
+) -> None:
+    """Store a session ``<agent_id>-session`` through the default store (or ``config``'s)."""
+    async with Harness(config=config) as h:
         # effect="read": harmless, so the permissions plugin lets it run without asking.
         h.tools.register(Tool(ToolSchema("echo", "e"), echo, effect="read"))
         h.llm.register_adapter(["m"], ScriptedAdapter(script))
@@ -326,3 +332,129 @@ async def store_elsewhere() -> list[Any]:
     async with Harness(load_entrypoints=False, plugins=[store]) as h:
         h.sessions.create("s").append(UserMessage((Text("before"),)))
     return store.stored["s"]
+
+
+# -- damaged session files (issue #33, point 7) ------------------------------------------------
+
+
+def damage_header(session_id: str, **fields: Any) -> Path:
+    """Replace header fields of the stored session ``session_id`` (as the fuzzer did)."""
+    path = default_dir() / f"{session_id}.jsonl"
+    header, rest = path.read_text().split("\n", 1)
+    path.write_text(json.dumps({**json.loads(header), **fields}) + "\n" + rest)
+    return path
+
+
+def what_to_do(path: Path) -> str:
+    return (
+        f"fix it, or move {path.name} out of {path.parent} to set the session aside "
+        "(the other sessions are not affected)"
+    )
+
+
+def test_list_shows_the_good_sessions_and_reports_the_damaged_beside_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    asyncio.run(run_agent("good", [text_response("fine")], "all is well"))
+    for name in ("version", "null", "string", "line"):
+        asyncio.run(run_agent(name, [text_response("soon damaged")], "hello"))
+    paths = {
+        "version": damage_header("version-session", version="x"),
+        "null": damage_header("null-session", events=None),
+        "string": damage_header("string-session", events="1"),
+    }
+    line = default_dir() / "line-session.jsonl"
+    lines = line.read_text().splitlines()
+    line.write_text("\n".join([*lines[:2], "{oops", *lines[3:]]) + "\n")
+    assert main(["sessions", "list"]) == 1
+    captured = capsys.readouterr()
+    header, *rows = captured.out.splitlines()
+    assert header.split()[0] == "SESSION"
+    listed = {row.split()[0]: row.split()[3:] for row in rows}
+    assert listed["good-session"][1:] == ["m", "completed", "all", "is", "well"]
+    for name in ("version", "null", "string"):
+        assert listed[f"{name}-session"] == ["0", "-", "damaged", "(what", "is", "wrong:", "below)"]
+    assert listed["line-session"][0] != "0"  # its header is fine: its events are not
+    assert listed["line-session"][1:3] == ["-", "damaged"]
+    said = {
+        "version": """the header's 'version' is "x", not a whole number from 1""",
+        "null": "the header's 'events' is null, not a whole number from 0",
+        "string": """the header's 'events' is "1", not a whole number from 0""",
+    }
+    errors = captured.err.splitlines()
+    for name, path in paths.items():
+        expected = f"dsh sessions list: {name}-session: {path}:1: {said[name]}: {what_to_do(path)}"
+        assert expected in errors
+    assert (
+        f"dsh sessions list: line-session: {line}:3: corrupt session event line: Expecting "
+        f"property name enclosed in double quotes: line 1 column 2 (char 1): {what_to_do(line)}"
+    ) in errors
+    assert len(errors) == 4 and "Traceback" not in captured.err and "plugin" not in captured.err
+
+
+def test_show_resume_fork_and_replay_of_a_damaged_session_say_what_to_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    asyncio.run(run_agent("a", [text_response("one")], "first"))
+    path = default_dir() / "a-session.jsonl"
+    count = json.loads(path.read_text().split("\n")[0])["events"]
+    damage_header("a-session", events="1")
+    said = (
+        f"{path}:1: the header's 'events' is \"1\", not a whole number from 0: {what_to_do(path)}"
+    )
+    for action in ("show", "resume", "fork", "replay"):
+        assert main(["sessions", action, "a-session"]) == 1
+        assert capsys.readouterr().err == f"dsh sessions {action}: {said}\n"
+    damage_header("a-session", events=count)  # fixed as the message says: all is there again
+    assert main(["sessions", "show", "a-session"]) == 0
+    assert out(capsys)[0] == f"session a-session: {count} events, 1 turns"
+
+
+def test_the_real_command_lists_past_a_damaged_file() -> None:
+    asyncio.run(run_agent("good", [text_response("fine")], "all is well"))
+    (default_dir() / "junk.jsonl").write_text('{"format": "dsh-session", "version": []}\n')
+    env = {**os.environ, "DSH_DISABLE_PLUGINS": ""}
+    listed = subprocess.run(
+        [sys.executable, "-m", "dsh", "sessions", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert listed.returncode == 1
+    rows = {row.split()[0]: row.split()[4:6] for row in listed.stdout.splitlines()[1:]}
+    assert rows == {"good-session": ["m", "completed"], "junk": ["-", "damaged"]}
+    junk = default_dir() / "junk.jsonl"
+    assert listed.stderr == (
+        f"dsh sessions list: junk: {junk}:1: the header's 'version' is a list, not a whole "
+        f"number from 1: {what_to_do(junk)}\n"
+    )
+
+
+def test_a_damaged_sqlite_session_is_listed_beside_the_good_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The SQLite store lists from its table, not from files: the damage the listing finds is
+    what loading a session finds, reported the same way."""
+    database = tmp_path / "sessions.db"
+    (tmp_path / "dsh.toml").write_text(
+        f'[persistence_sqlite]\nenabled = true\npath = "{database}"\n'
+        "[persistence_jsonl]\nenabled = false\n"
+    )
+    config = tmp_path / "dsh.toml"
+    asyncio.run(run_agent("good", [text_response("fine")], "all is well", config=config))
+    asyncio.run(run_agent("bad", [text_response("soon damaged")], "hello", config=config))
+    with sqlite3.connect(database) as db:
+        db.execute("DELETE FROM events WHERE session_id = 'bad-session' AND seq = 3")
+        db.execute("UPDATE sessions SET updated = 'soon' WHERE id = 'bad-session'")
+    db.close()
+    assert main(["sessions", "list"]) == 1
+    captured = capsys.readouterr()
+    rows = {row.split()[0]: row.split()[1:] for row in captured.out.splitlines()[1:]}
+    assert rows["bad-session"][0] == "?"  # an odd record, shown as is
+    assert rows["bad-session"][2:4] == ["-", "damaged"]
+    assert rows["good-session"][3:5] == ["m", "completed"]
+    assert captured.err == (
+        f"dsh sessions list: bad-session: {database}: session 'bad-session' misses the event "
+        "with seq 3\n"
+    )

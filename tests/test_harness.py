@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dsh import Command, DshError, Harness, hookimpl
+from dsh import Command, ConfigError, DshError, Harness, hookimpl
 from dsh.chunks import TokenUsage
 from dsh.content import Image, Text, text_of
 
@@ -86,3 +87,30 @@ async def test_plugin_services_are_harness_attributes(harness: Harness) -> None:
     dispose()
     with pytest.raises(AttributeError, match=r"no attribute 'things'$"):
         _ = harness.things
+
+
+@pytest.mark.parametrize(
+    ("config", "got"),
+    [([("a", 1)], "list [('a', 1)]"), ([], "list []"), (42, "int 42"), (b"x", "bytes b'x'")],
+)
+def test_a_config_that_is_not_a_mapping_or_a_path_says_what_was_expected(
+    config: Any, got: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        Harness(load_entrypoints=False, config=config)
+    assert info.value.errors == [
+        "Harness(config=...) takes a mapping of section names to tables, or the path of a "
+        f"TOML file (str or Path); got {got}"
+    ]
+
+
+async def test_mappings_and_paths_are_configs(tmp_path: Path) -> None:
+    from types import MappingProxyType
+
+    (tmp_path / "dsh.toml").write_text("[agent_loop]\n")
+    configs: list[Any] = [None, {}, MappingProxyType({"agent_loop": {}}), tmp_path / "dsh.toml"]
+    for config in configs:
+        async with Harness(load_entrypoints=False, config=config) as h:
+            assert h.started
+    async with Harness(load_entrypoints=False, config=str(tmp_path / "dsh.toml")) as h:
+        assert h.config.raw == {"agent_loop": {}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import dsh
 from dsh import DshError, Harness, hookimpl
 from dsh.chunks import TokenUsage
+from dsh.config import find_config
 from dsh.events import TurnCompleted
 from dsh.llm import ModelInfo
 from dsh.output import FINAL_RESULT
@@ -24,6 +26,7 @@ from dsh.testing import (
     text_response,
     tool_call_response,
 )
+from dsh.testing.mockserver import MockServer
 from dsh.tokens import Price
 from tests.helpers import make_dist
 
@@ -176,3 +179,89 @@ def test_run_sync_runs_to_the_end() -> None:
     harness = Harness([Model(adapter)], load_entrypoints=False)
     result = dsh.run_sync("judge", model="m", output_type=Verdict, harness=harness)
     assert result.output == Verdict(False, "-") and not harness.started
+
+
+# -- one configuration story: the library finds dsh.toml as the command line does ------------
+
+PROJECT_SCRIPT = """
+import dsh
+
+result = dsh.run_sync("hello", model="deepseek-flash")
+print(result.reason.type, repr(result.text))
+"""
+
+
+def _project(tmp_path: Path, url: str) -> Path:
+    """A project directory with its own ``dsh.toml`` pointing dsh at the mock server."""
+    from dsh_plugins.mock_server.cli import setup_block
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "dsh.toml").write_text(setup_block(url, None) + "\n")
+    (project / "script.py").write_text(textwrap.dedent(PROJECT_SCRIPT))
+    return project
+
+
+async def _command(cwd: Path, *argv: str, **env: str) -> tuple[int, str, str]:
+    """Run a command in a child process while this test's event loop serves the mock."""
+    environment = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_API_KEY"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *argv,
+        cwd=cwd,
+        env={**environment, "DSH_CONFIG": "", **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_run_sync_reads_the_projects_dsh_toml_as_dsh_run_does(
+    tmp_path: Path, mock_server: MockServer
+) -> None:
+    """The documented snippet, in the directory where ``dsh run`` works: before, the library
+    ignored ``./dsh.toml`` and failed with "no DeepSeek API key"."""
+    project = _project(tmp_path, mock_server.url)
+    code, out, err = await _command(project, "script.py")
+    assert code == 0, err
+    assert out.startswith("completed ")
+    assert mock_server.requests, "the run did not reach the server dsh.toml names"
+
+
+async def test_dsh_config_names_the_file_for_the_library_and_the_command_line(
+    tmp_path: Path, mock_server: MockServer
+) -> None:
+    project = _project(tmp_path, mock_server.url)
+    elsewhere = tmp_path / "elsewhere.toml"
+    (project / "dsh.toml").rename(elsewhere)
+    code, _, err = await _command(project, "script.py", DSH_CONFIG=str(elsewhere))
+    assert code == 0, err
+    missing = str(tmp_path / "nope.toml")
+    code, _, err = await _command(project, "script.py", DSH_CONFIG=missing)
+    assert code != 0
+    assert "DSH_CONFIG=" in err and "no such file" in err
+    code, _, err = await _command(project, "-m", "dsh", "config", "--dump", DSH_CONFIG=missing)
+    assert code == 2
+    assert f"DSH_CONFIG={missing}: no such file" in err and "Traceback" not in err
+
+
+def test_find_config_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DSH_CONFIG", raising=False)
+    assert find_config() is None
+    (tmp_path / "dsh.toml").write_text("")
+    assert find_config() == "dsh.toml"
+    (tmp_path / "other.toml").write_text("")
+    monkeypatch.setenv("DSH_CONFIG", "other.toml")
+    assert find_config() == "other.toml"
+    assert find_config("given.toml") == "given.toml"
+    monkeypatch.setenv("DSH_CONFIG", "")
+    assert find_config() == "dsh.toml"
+
+
+async def test_run_takes_a_config_mapping(mock_server: MockServer) -> None:
+    section = {"base_url": mock_server.url, "api_key": "sk-mock"}
+    result = await dsh.run("hello", model="deepseek-flash", config={"llm_deepseek": section})
+    assert result.reason == TurnCompleted()

@@ -4,16 +4,21 @@ agent as an MCP server, on stdio or streamable HTTP)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
-from dsh.agent import AgentOptions
+from dsh.agent import PERMISSION_MODES, AgentOptions, PermissionMode
 from dsh.harness import Harness
 from dsh_plugins.mcp import MCP_HELP
+from dsh_plugins.mcp.config import SECTION, McpConfig, McpError, McpServeConfig, expand
 from dsh_plugins.mcp.manager import McpServers, sdk_missing
 
 __all__ = ["HELP", "configure", "run"]
 
 HELP = MCP_HELP
+#: The environment variable ``dsh mcp serve`` reads its bearer token from.
+TOKEN_VARIABLE = "DSH_MCP_TOKEN"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +35,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "-m", "--model", help="the agent's model (default: [terminal_ui] model)", default=None
     )
     serve.add_argument("--system-prompt", default="", help="appended to the agent's prompt")
+    serve.add_argument(
+        "--mode",
+        choices=PERMISSION_MODES,
+        help="the agent's permission mode (default: [mcp.serve] mode, else read-only)",
+    )
+    serve.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="the directory the agent's tools may touch (default: the current one)",
+    )
+    serve.add_argument(
+        "--token",
+        help=f"the bearer token HTTP clients must send (default: ${TOKEN_VARIABLE}, else "
+        "[mcp.serve] token); required unless --host is a loopback address",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also accept this Host header (http; repeatable): a name clients use to reach us",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also accept this Origin header (http; repeatable), such as https://app.example",
+    )
 
 
 async def run(harness: Harness, args: argparse.Namespace) -> int:
@@ -55,6 +89,8 @@ def _list(servers: McpServers) -> int:
             print("    " + f"{code}{status.error}".replace("\n", "\n    "))
         for tool in status.tools:
             print(f"    {tool}")
+        for problem in status.problems:
+            print(f"    note: {problem}")
     return 1 if any(status.state == "failed" for status in statuses) else 0
 
 
@@ -64,6 +100,39 @@ def _default_model(harness: Harness) -> str:
     return str(section.get("model") or "")
 
 
+def _token(args: argparse.Namespace, config: McpServeConfig) -> str | None:
+    """The bearer token: ``--token``, else the environment's, else the config's (``${NAME}``
+    read from the environment). Raises :class:`McpError` for an unset variable."""
+    if args.token:
+        return str(args.token)
+    if os.environ.get(TOKEN_VARIABLE):
+        return os.environ[TOKEN_VARIABLE]
+    if config.token:
+        return expand({"token": config.token}, "[mcp.serve] token")["token"]
+    return None
+
+
+def _refusal(harness: Harness, args: argparse.Namespace) -> str | None:
+    """Why serving must not start, in one line (before the harness starts), or ``None``."""
+    from dsh_plugins.mcp import serve
+
+    config = harness.config.section(SECTION, McpConfig).serve
+    workspace = args.workspace or config.workspace
+    if workspace is not None and not Path(workspace).is_dir():
+        return f"the workspace {workspace!r} is not a directory"
+    if args.transport != "http":
+        return None
+    try:
+        args.token = _token(args, config)
+    except McpError as exc:
+        return exc.message
+    return serve.refusal(args.host, args.token)
+
+
+def _absolute(path: str | None) -> str | None:
+    return os.path.abspath(path) if path else None
+
+
 async def _serve(harness: Harness, args: argparse.Namespace) -> int:
     missing = sdk_missing()
     if missing is not None:
@@ -71,6 +140,14 @@ async def _serve(harness: Harness, args: argparse.Namespace) -> int:
         return 1
     from dsh_plugins.mcp import serve
 
+    harness.load()
+    refused = _refusal(harness, args)
+    if refused is not None:
+        print(f"dsh mcp serve: {refused}", file=sys.stderr)
+        return 2
+    config = harness.config.section(SECTION, McpConfig).serve
+    workspace = args.workspace or config.workspace
+    mode: PermissionMode = args.mode or config.mode or serve.DEFAULT_MODE
     async with harness:
         model = args.model or _default_model(harness)
         if model not in harness.llm.models():
@@ -81,10 +158,19 @@ async def _serve(harness: Harness, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        options = AgentOptions(model=model, system_prompt=args.system_prompt)
-        server = serve.build(harness, options)
+        options = AgentOptions(
+            model=model, system_prompt=args.system_prompt, workspace=_absolute(workspace)
+        )
+        server = serve.build(harness, options, mode=mode)
         if args.transport == "stdio":
             await serve.run_stdio(server)
         else:
-            await serve.run_http(server, args.host, args.port)
+            await serve.run_http(
+                server,
+                args.host,
+                args.port,
+                token=args.token,
+                allowed_hosts=[*config.allowed_hosts, *args.allow_host],
+                allowed_origins=[*config.allowed_origins, *args.allow_origin],
+            )
     return 0

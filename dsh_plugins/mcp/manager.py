@@ -43,7 +43,7 @@ def sdk_missing() -> str | None:
 class ServerStatus(Value):
     """A server as ``dsh mcp list`` shows it: ``state`` is ``disabled``, ``running``,
     ``failed``, ``crashed`` (started again on the next call) or ``stopped``; ``tools`` are the
-    dsh names of its tools."""
+    dsh names of its tools; ``problems`` say which of its tools are not offered, and why."""
 
     name: str
     where: str
@@ -51,6 +51,7 @@ class ServerStatus(Value):
     error: str | None = None
     code: str | None = None
     tools: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
 
 
 class McpServers:
@@ -62,6 +63,7 @@ class McpServers:
         self._connections: dict[str, Connection] = {}
         self._failures: dict[str, McpError] = {}
         self._registered: dict[str, dict[str, tuple[Tool, Callable[[], None]]]] = {}
+        self._problems: dict[str, list[str]] = {}
 
     async def start(self) -> None:
         """Start every enabled server at once; a server that fails is logged and listed with
@@ -101,16 +103,33 @@ class McpServers:
         self._registered.clear()
 
     def _sync(self, connection: Connection) -> None:
-        """Make the registry hold exactly the server's current (allowed) tools."""
-        from dsh_plugins.mcp.tools import make_tool
+        """Make the registry hold exactly the server's current tools (allowed and capped by
+        the connection), each under its dsh name; note every tool that cannot be offered."""
+        from dsh_plugins.mcp.tools import dsh_name, make_tool
 
-        allowed = connection.config.tools
-        wanted = {
-            tool.name: make_tool(connection, tool, self.config.max_output_bytes)
-            for tool in connection.tools
-            if allowed is None or tool.name in allowed
-        }
-        held = self._registered.setdefault(connection.name, {})
+        server = connection.name
+        problems = self._problems[server] = []
+        if connection.capped:
+            problems.append(
+                f"it offers more than max_tools ({connection.max_tools}) tools: only the first "
+                f"{connection.max_tools} are offered"
+            )
+        for name, why in connection.unreadable:
+            self._not_offered(server, name, why)
+        wanted: dict[str, Tool] = {}
+        origin: dict[str, str] = {}  # dsh name -> the server's name of the tool
+        for listed in connection.tools:
+            name = dsh_name(server, listed.name)
+            if name in origin:
+                self._not_offered(
+                    server,
+                    listed.name,
+                    f"its dsh name {name!r} is that of its tool {origin[name]!r} already",
+                )
+                continue
+            origin[name] = listed.name
+            wanted[name] = make_tool(connection, listed, name, self.config.max_output_bytes)
+        held = self._registered.setdefault(server, {})
         for name in list(held):
             tool, dispose = held[name]
             if name not in wanted or _differs(tool, wanted[name]):
@@ -118,15 +137,20 @@ class McpServers:
                 del held[name]
         for name, tool in wanted.items():
             if name not in held:
-                self._register(connection.name, name, tool, held)
+                self._register(server, origin[name], tool, held)
 
     def _register(
-        self, server: str, name: str, tool: Tool, held: dict[str, tuple[Tool, Callable[[], None]]]
+        self, server: str, origin: str, tool: Tool, held: dict[str, tuple[Tool, Callable[[], None]]]
     ) -> None:
         try:
-            held[name] = (tool, self._harness.tools.register(tool, OWNER))
+            held[tool.name] = (tool, self._harness.tools.register(tool, OWNER))
         except DshError as exc:
-            log.warning("MCP tool not offered", server=server, tool=name, error=str(exc))
+            self._not_offered(server, origin, str(exc))
+
+    def _not_offered(self, server: str, tool: str, why: str) -> None:
+        shown = tool if len(tool) <= 80 else f"{tool[:60]}... ({len(tool)} characters)"
+        log.warning("MCP tool not offered", server=server, tool=shown, error=why)
+        self._problems[server].append(f"tool {shown!r} is not offered: {why}")
 
     def status(self) -> list[ServerStatus]:
         """Every configured server, in config order."""
@@ -142,7 +166,10 @@ class McpServers:
             return ServerStatus(name, where, "failed", failure.message, failure.code)
         assert connection is not None  # enabled, not failed: it was started
         tools = tuple(sorted(t.schema.name for t, _ in self._registered.get(name, {}).values()))
-        return ServerStatus(name, where, connection.state, connection.error, tools=tools)
+        problems = tuple(self._problems.get(name, ()))
+        return ServerStatus(
+            name, where, connection.state, connection.error, tools=tools, problems=problems
+        )
 
 
 def _differs(old: Tool, new: Tool) -> bool:

@@ -5,27 +5,70 @@ The server has one tool, ``ask(prompt, session_id?)``: it runs one turn of an ag
 harness and answers with the agent's last message. Without ``session_id`` a new conversation
 starts; with the id an earlier answer gave, the conversation goes on (a session stored by a
 persistence plugin is resumed). Turns of one conversation run one at a time.
+
+The served agent works in permission mode ``read-only`` unless told otherwise, and its
+sub-agents in the same mode. A tool call the policy asks about is put to the MCP client as an
+elicitation, when the client supports it; otherwise it is denied, and the answer says why.
+
+Over HTTP the ``Host`` and ``Origin`` headers are checked whatever the listening address (the
+SDK checks them only on ``127.0.0.1``, ``localhost`` and ``::1``), and a bearer token, when
+given, is required of every request: :func:`refusal` says why a server must not start (a
+non-loopback address without a token).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import itertools
 from collections.abc import Sequence
 from typing import Any
 
+import structlog
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from dsh.agent import Agent, AgentOptions
+from dsh.agent import Agent, AgentOptions, PermissionMode
 from dsh.content import text_of
 from dsh.errors import DshError
-from dsh.events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd
-from dsh.eventtext import outcome
+from dsh.events import (
+    AssistantMessage,
+    PermissionModeChange,
+    SessionEvent,
+    TurnCompleted,
+    TurnEnd,
+)
+from dsh.eventtext import brief, outcome
 from dsh.harness import Harness
+from dsh.markers import hookimpl
+from dsh.tools import ToolExecution
 
-__all__ = ["Conversations", "build", "http_server", "run_http", "run_stdio"]
+__all__ = [
+    "DEFAULT_MODE",
+    "Approval",
+    "BearerToken",
+    "Conversations",
+    "build",
+    "http_server",
+    "is_loopback",
+    "refusal",
+    "run_http",
+    "run_stdio",
+    "security",
+]
+
+log = structlog.get_logger("dsh.mcp.serve")
+
+#: The permission mode of a served agent unless one is given.
+DEFAULT_MODE: PermissionMode = "read-only"
 
 ASK = (
     "Ask a dsh agent to do a task or answer a question; it works with its own model and tools "
@@ -34,33 +77,69 @@ ASK = (
 )
 
 
-class Conversations:
-    """The agents ``ask`` talks to, by session id."""
+class Approval(BaseModel):
+    """What the MCP client is asked when a tool call needs approval."""
 
-    def __init__(self, harness: Harness, options: AgentOptions) -> None:
+    allow: bool = Field(description="Run this tool call")
+
+
+class _Asking:
+    """One ``ask`` call while its turn runs: the client's request (``None`` when called
+    directly), and notes for the answer about calls that were not run."""
+
+    def __init__(self, context: Context[Any, Any] | None) -> None:
+        self.context = context
+        self.notes: list[str] = []
+
+
+class Conversations:
+    """The agents ``ask`` talks to, by session id. A plugin of the harness (:func:`build`
+    registers it): it keeps the agents' sub-agents in ``mode`` and answers approval questions
+    of all of them by asking the MCP client whose ``ask`` is running."""
+
+    def __init__(
+        self, harness: Harness, options: AgentOptions, mode: PermissionMode = DEFAULT_MODE
+    ) -> None:
         self._harness = harness
         self._options = options
+        self._mode = mode
         self._agents: dict[str, Agent] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._asking: dict[str, _Asking] = {}
         self._ids = itertools.count(1)
 
-    async def ask(self, prompt: str, session_id: str | None = None) -> CallToolResult:
-        """Run one turn; the answer, then the session id to continue with."""
+    async def ask(
+        self,
+        prompt: str,
+        session_id: str | None = None,
+        ctx: Context[Any, Any] | None = None,
+    ) -> CallToolResult:
+        """Run one turn; the answer, notes on calls that were not run, then the session id
+        to continue with."""
         try:
             agent = await self._agent(session_id)
         except DshError as exc:
             return _result(f"unknown session_id {session_id!r}: {exc}", is_error=True)
         lock = self._locks.setdefault(agent.session.id, asyncio.Lock())
         async with lock:
-            start = len(agent.session.events)
-            agent.send(prompt)
-            await agent.wait_idle()
-            events = agent.session.events[start:]
+            asking = self._asking[agent.session.id] = _Asking(ctx)
+            try:
+                start = len(agent.session.events)
+                agent.send(prompt)
+                await agent.wait_idle()
+                events = agent.session.events[start:]
+            except asyncio.CancelledError:
+                # The client cancelled its request: the turn must not go on working unseen.
+                agent.abort("the MCP client cancelled the call")
+                raise
+            finally:
+                del self._asking[agent.session.id]
         answer, ended = _answer(events)
         note = f"session_id: {agent.session.id} (pass it to ask to continue this conversation)"
         if ended is not None:
-            return _result(f"the turn ended {ended}\n{answer}".rstrip(), note, is_error=True)
-        return _result(answer, note)
+            text = f"the turn ended {ended}\n{answer}".rstrip()
+            return _result(text, *asking.notes, note, is_error=True)
+        return _result(answer, *asking.notes, note)
 
     async def _agent(self, session_id: str | None) -> Agent:
         if session_id is not None and session_id in self._agents:
@@ -71,8 +150,67 @@ class Conversations:
             agent = self._harness.agent_loop.create(agent_id, self._options)
         else:
             agent = await self._harness.agent_loop.resume(session_id, self._options, agent_id)
+        _keep_mode(agent, self._mode)
         self._agents[agent.session.id] = agent
         return agent
+
+    def _root(self, agent: Agent | None) -> Agent | None:
+        """The served agent ``agent`` is (or descends from), or ``None`` if it is not ours."""
+        while agent is not None:
+            parent = self._harness.family.parent_of(agent)
+            if parent is None:
+                return agent if self._agents.get(agent.session.id) is agent else None
+            agent = parent
+        return None
+
+    @hookimpl
+    async def dsh_tools_approve(self, execution: ToolExecution, reason: str) -> bool | None:
+        """Ask the MCP client whose ``ask`` runs the call's turn, through an elicitation; deny
+        (with a note in the answer) when it cannot be asked."""
+        root = self._root(execution.agent)
+        if root is None:
+            return None
+        asking = self._asking.get(root.session.id)
+        if asking is None:  # a sub-agent still working after its parent's turn ended
+            return False
+        call = f"{execution.name} {brief(execution.arguments, 300)}"
+        why = _cannot_ask(asking.context)
+        if asking.context is None or why is not None:
+            asking.notes.append(
+                f"not run: {call} needs approval ({reason}), and {why or 'nobody can be asked'}: "
+                "serve with another --mode, or allow it with a [permissions] rule"
+            )
+            return False
+        message = f"The dsh agent wants to run {call}. It needs approval: {reason}. Allow it?"
+        try:
+            answer = await asking.context.elicit(message, Approval)
+        except (MCPError, ValueError) as exc:
+            text = exc.error.message if isinstance(exc, MCPError) else str(exc)
+            asking.notes.append(f"not run: {call}: asking the MCP client failed ({text})")
+            return False
+        if answer.action == "accept" and answer.data.allow:
+            return True
+        asking.notes.append(f"not run: {call}: the MCP client did not approve it")
+        return False
+
+
+def _cannot_ask(context: Context[Any, Any] | None) -> str | None:
+    """Why the client of ``context`` cannot be asked for approval, or ``None`` if it can (it
+    declared form elicitation: an empty elicitation capability means form)."""
+    if context is None:
+        return None
+    capabilities = context.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+        return "this MCP client cannot be asked (it does not support elicitation)"
+    return None
+
+
+def _keep_mode(agent: Agent, mode: PermissionMode) -> None:
+    """Put ``agent`` in permission ``mode`` unless its session is in it already."""
+    last = next(agent.session.events.select(PermissionModeChange, reverse=True), None)
+    if last is None or not (isinstance(last.data, PermissionModeChange) and last.data.mode == mode):
+        agent.set_permission_mode(mode)
 
 
 def _answer(events: Sequence[SessionEvent]) -> tuple[str, str | None]:
@@ -91,9 +229,16 @@ def _result(*texts: str, is_error: bool = False) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=t) for t in texts], is_error=is_error)
 
 
-def build(harness: Harness, options: AgentOptions, name: str = "dsh") -> MCPServer[Any]:
-    """An MCP server whose ``ask`` tool runs turns of agents of ``harness``."""
-    conversations = Conversations(harness, options)
+def build(
+    harness: Harness,
+    options: AgentOptions,
+    name: str = "dsh",
+    mode: PermissionMode = DEFAULT_MODE,
+) -> MCPServer[Any]:
+    """An MCP server whose ``ask`` tool runs turns of agents of ``harness`` in permission
+    ``mode``, their tools confined to ``options.workspace``."""
+    conversations = Conversations(harness, options, mode)
+    harness.plugins.register(conversations)
     server: MCPServer[Any] = MCPServer(
         name,
         instructions="A dsh agent. Call ask with a task; continue with the session_id it gives.",
@@ -112,19 +257,138 @@ async def run_stdio(server: MCPServer[Any]) -> None:
 #: Seconds a stopping HTTP server waits for connected clients before cancelling them.
 SHUTDOWN_GRACE_S = 2
 
+#: The names of this machine's loopback interface the SDK trusts.
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARDS = ("", "0.0.0.0", "::")
 
-def http_server(server: MCPServer[Any], host: str, port: int) -> uvicorn.Server:
-    """A uvicorn server for the streamable HTTP endpoint ``http://<host>:<port>/mcp``.
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is on this machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def refusal(host: str, token: str | None) -> str | None:
+    """Why an HTTP server on ``host`` must not start (one line), or ``None``: every web page
+    and every machine that reaches a non-loopback address could run the agent, so it needs a
+    token."""
+    if token or is_loopback(host):
+        return None
+    return (
+        f"--host {host} is not a loopback address, so anyone who reaches it could run the "
+        "agent: give a bearer token (--token, DSH_MCP_TOKEN or [mcp.serve] token)"
+    )
+
+
+def _host_names(name: str) -> list[str]:
+    """The ``Host`` header patterns that ``name`` means: with any port, and without one,
+    unless it names its port (``host:8765``, ``host:*``)."""
+    if name.count(":") > 1 and not name.startswith("["):  # a bare IPv6 address
+        name = f"[{name}]"
+    if name.endswith("]") or ":" not in name:
+        return [name, f"{name}:*"]
+    return [name]
+
+
+def security(
+    host: str, allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()
+) -> TransportSecuritySettings:
+    """The ``Host`` and ``Origin`` checks for a server listening on ``host``: the loopback
+    names and ``host`` itself (unless it is a wildcard), plus ``allowed_hosts``; loopback
+    origins plus ``allowed_origins``. A request without ``Origin`` (not from a browser)
+    passes that check."""
+    names = [*_LOOPBACK_HOSTS, *([] if host in _WILDCARDS else [host]), *allowed_hosts]
+    hosts = list(dict.fromkeys(value for name in names for value in _host_names(name)))
+    origins = [f"http://{name}:*" for name in _LOOPBACK_HOSTS]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=list(dict.fromkeys([*origins, *allowed_origins])),
+    )
+
+
+class BearerToken:
+    """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` gets 401.
+    The token is compared in constant time and never logged."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._authorized(Headers(scope=scope)):
+            client = scope.get("client")
+            log.warning(
+                "refused an MCP request without the bearer token",
+                client=f"{client[0]}:{client[1]}" if client else None,
+            )
+            response = Response(
+                "a bearer token is required (Authorization: Bearer <token>)",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="dsh"'},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, headers: Headers) -> bool:
+        scheme, _, credentials = headers.get("authorization", "").partition(" ")
+        # Header values are Latin-1 as received: their bytes are compared with the token's.
+        given = credentials.strip().encode("latin-1")
+        return hmac.compare_digest(given, self._token) and scheme.lower() == "bearer"
+
+
+def http_server(
+    server: MCPServer[Any],
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> uvicorn.Server:
+    """A uvicorn server for the streamable HTTP endpoint ``http://<host>:<port>/mcp``, with
+    the :func:`security` checks, and the ``token`` required when given.
 
     A stopping server gives connected clients :data:`SHUTDOWN_GRACE_S` to finish, then cancels
     their requests: a client that keeps its event stream open must not hold the shutdown."""
-    app = server.streamable_http_app(host=host)
+    checks = security(host, allowed_hosts, allowed_origins)
+    app: ASGIApp = server.streamable_http_app(host=host, transport_security=checks)
+    if token:
+        app = BearerToken(app, token)
+    log.info(
+        "serving MCP over streamable HTTP",
+        endpoint=f"http://{host}:{port}/mcp",
+        bearer_token="required" if token else "not required",
+        allowed_hosts=checks.allowed_hosts,
+        allowed_origins=checks.allowed_origins,
+    )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
     )
     return uvicorn.Server(config)
 
 
-async def run_http(server: MCPServer[Any], host: str, port: int) -> None:
+async def run_http(
+    server: MCPServer[Any],
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> None:
     """Serve streamable HTTP until interrupted."""
-    await http_server(server, host, port).serve()
+    uv = http_server(
+        server,
+        host,
+        port,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
+    await uv.serve()

@@ -2,27 +2,43 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import unicodedata
 from typing import Any
 
 from mcp import types as mcp_types
 
 from dsh.content import Image, Text
 from dsh.request import ToolSchema
-from dsh.tools import Effect, Tool, ToolError, ToolExecution
+from dsh.tools import TOOL_NAME, Effect, Tool, ToolError, ToolExecution
 from dsh_plugins.mcp.client import Connection
 from dsh_plugins.mcp.config import McpError
 from dsh_plugins.tools_shell.output import HeadTail
 
 __all__ = ["content_of", "dsh_name", "effect_of", "make_tool"]
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+#: Hex digits of the hash that tells apart the tool names that had to change.
+HASH_CHARS = 8
 
 
 def dsh_name(server: str, tool: str) -> str:
-    """``mcp__<server>__<tool>``, with characters model APIs refuse in tool names as ``_``."""
-    return f"mcp__{server}__{_UNSAFE.sub('_', tool)}"
+    """``mcp__<server>__<tool>`` when model APIs accept that name (1 to 64 letters, digits,
+    ``_`` and ``-``). Otherwise ``mcp__<server>__<readable>_<hash>``: the tool's name with
+    accents dropped and every run of other characters as one ``_``, cut to fit 64 characters,
+    then the first :data:`HASH_CHARS` hex digits of the SHA-256 of the exact name, so the form is
+    stable and two names that read alike still differ. (Server names have at most 32
+    characters, which leaves room.)"""
+    prefix = f"mcp__{server}__"
+    if TOOL_NAME.fullmatch(prefix + tool):
+        return prefix + tool
+    digest = hashlib.sha256(tool.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
+    letters = unicodedata.normalize("NFKD", tool).encode("ascii", "ignore").decode("ascii")
+    room = 64 - len(prefix) - HASH_CHARS - 1
+    readable = _UNSAFE.sub("_", letters).strip("_")[:room].rstrip("_")
+    return f"{prefix}{readable}_{digest}" if readable else f"{prefix}{digest}"
 
 
 def effect_of(annotations: mcp_types.ToolAnnotations | None) -> Effect:
@@ -37,11 +53,13 @@ def effect_of(annotations: mcp_types.ToolAnnotations | None) -> Effect:
     return "execute"
 
 
-def make_tool(connection: Connection, tool: mcp_types.Tool, max_output_bytes: int) -> Tool:
-    """The dsh tool that calls ``tool`` on ``connection``'s server; its schema is the server's
-    description and input schema, unchanged."""
+def make_tool(
+    connection: Connection, tool: mcp_types.Tool, name: str, max_output_bytes: int
+) -> Tool:
+    """The dsh tool ``name`` that calls ``tool`` on ``connection``'s server, by its exact name;
+    its schema is the server's description and input schema, unchanged."""
     description = tool.description or tool.title or tool.name
-    schema = ToolSchema(dsh_name(connection.name, tool.name), description, tool.input_schema)
+    schema = ToolSchema(name, description, tool.input_schema)
     effect = effect_of(tool.annotations)
 
     async def execute(args: Any, execution: ToolExecution) -> tuple[Text | Image, ...]:

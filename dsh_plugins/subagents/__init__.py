@@ -120,7 +120,7 @@ class SubagentsPlugin:
         agents = harness.config.section("agent_loop", AgentLoopConfig).agents
         try:
             profile = find_profile(agents, name)
-            return options_for(profile, inherited), profile.permission_mode
+            return options_for(profile, inherited, harness.config_dir), profile.permission_mode
         except DshError as exc:
             raise ToolError(
                 f"{exc}; leave 'agent' out to run the task with an agent like you", "BAD_PROFILE"

@@ -66,7 +66,9 @@ def agent_options(harness: Harness, args: argparse.Namespace) -> AgentOptions:
         thinking=args.thinking,
         workspace=workspace,
         tools=agent.tools,
-        output_type=import_type(agent.output_type) if agent.output_type else None,
+        output_type=import_type(agent.output_type, harness.config_dir)
+        if agent.output_type
+        else None,
     )
 
 

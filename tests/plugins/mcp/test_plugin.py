@@ -59,6 +59,8 @@ def test_config_defaults_and_the_server_shapes() -> None:
     remote = McpServerConfig(url="https://me:pw@example.com/mcp", headers={"A": "b"})
     assert (remote.transport, remote.describe()) == ("http", "http: https://example.com/mcp")
     assert (config.max_output_bytes, config.restart_backoff_s) == (30_000, 1.0)
+    assert (config.max_message_bytes, config.max_tools) == (8 * 1024 * 1024, 128)
+    assert (files.max_message_bytes, files.max_tools) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -67,6 +69,9 @@ def test_config_defaults_and_the_server_shapes() -> None:
         ({"x": {}}, "needs either command"),
         ({"x": {"command": "a", "url": "http://h"}}, "not both and not neither"),
         ({"bad name": {"command": "a"}}, "not 'bad name'"),
+        ({"s" * 33: {"command": "a"}}, "use at most 32 characters, not 'sss"),
+        ({"x": {"command": "a", "max_message_bytes": 10}}, "max_message_bytes must be at least"),
+        ({"x": {"command": "a", "max_tools": 0}}, "max_tools must be at least 1"),
         ({"x": {"command": "a", "timeout_s": 0}}, "timeout_s must be greater than 0"),
         ({"x": {"command": "a", "start_timeout_s": -1}}, "start_timeout_s must be greater"),
         ({"x": {"command": "a", "colour": "red"}}, "colour"),
@@ -188,7 +193,7 @@ def test_plugins_lists_configured_servers(in_tmp: Path, capsys: pytest.CaptureFi
 def test_the_guides_configurations_are_valid() -> None:
     page = (Path(__file__).parents[3] / "docs" / "mcp.md").read_text()
     configs = re.findall(r"```toml\n(.*?)```", page, re.DOTALL)
-    assert len(configs) == 3
+    assert len(configs) == 4
     for text in configs:
         harness = Harness(
             load_entrypoints=False,

@@ -46,8 +46,10 @@ class LineReader:
     """Splits what a server writes into messages (lines) of at most ``limit`` bytes.
 
     It holds only the unfinished message, so never more than ``limit`` bytes (``peak`` is the
-    most it held); :meth:`feed` raises :class:`McpError` when a message would grow past it.
-    ``failure`` is why the server's connection ended, when it broke the protocol.
+    most it held). When a message would grow past it, :meth:`feed` still returns the messages
+    completed before it (a read may hold an answer and then the flood) and sets ``failure``;
+    any later :meth:`feed` raises it. ``failure`` is why the server's connection ended, when it
+    broke the protocol.
     """
 
     def __init__(self, limit: int) -> None:
@@ -57,15 +59,21 @@ class LineReader:
         self._pending = bytearray()
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """The messages ``chunk`` completes, in order."""
+        """The messages ``chunk`` completes, in order (those before a message over the limit,
+        which sets ``failure``); raises ``failure`` once it is set."""
+        if self.failure is not None:
+            raise self.failure
         lines: list[bytes] = []
         start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            self._keep(chunk[start:end])
-            lines.append(bytes(self._pending))
-            self._pending.clear()
-            start = end + 1
-        self._keep(chunk[start:])
+        try:
+            while (end := chunk.find(b"\n", start)) >= 0:
+                self._keep(chunk[start:end])
+                lines.append(bytes(self._pending))
+                self._pending.clear()
+                start = end + 1
+            self._keep(chunk[start:])
+        except McpError as exc:
+            self.failure = exc
         return lines
 
     def _keep(self, part: bytes) -> None:
@@ -146,6 +154,8 @@ async def _read(
             while True:
                 for line in reader.feed(await stdout.receive(CHUNK_BYTES)):
                     await messages.send(parse(line))
+                if reader.failure is not None:
+                    raise reader.failure
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return  # the server ended its output, or the session is gone
         except McpError as exc:

@@ -2,15 +2,23 @@
 
 Run as a script: ``server_app.py stdio`` serves :func:`build` over stdio; ``silent`` never
 answers (a server that never starts); ``broken`` writes to stderr and exits 3 (one that fails
-to start). ``MCP_TEST_MARKER`` names a file the ``hang`` tool appends ``cancelled`` to when the
+to start). ``MCP_TEST_RESTART_GATE`` names a file a restarted server waits for before it
+starts. ``MCP_TEST_MARKER`` names a file the ``hang`` tool appends ``cancelled`` to when the
 client cancels it, so a test can see that an abort reached the server; ``MCP_TEST_PIDS``
 names a file every server appends its process id to, so a test can check none is left.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
+
+if __name__ == "__main__" and os.environ.get("MCP_TEST_PIDS"):
+    # Noted before the SDK's imports, which take a second or more on a loaded machine: a test
+    # that stops a server before it starts must still learn which process to look for.
+    with open(os.environ["MCP_TEST_PIDS"], "a") as _pids:
+        _pids.write(f"{os.getpid()}\n")
+
+import asyncio
 import sys
 import time
 from typing import Any
@@ -62,6 +70,16 @@ class TestServer(MCPServer[Any]):
         if self.listing_fails:
             raise MCPError(INTERNAL_ERROR, "the tool list is being rebuilt")
         return await super().list_tools()
+
+
+def _started_pids() -> int:
+    with open(os.environ["MCP_TEST_PIDS"]) as file:
+        return len(file.read().split())
+
+
+def _started(path: str) -> int:
+    with open(path) as file:
+        return sum(line.startswith("start ") for line in file)
 
 
 def _note(variable: str, line: str) -> None:
@@ -142,10 +160,18 @@ def build(name: str = "test") -> TestServer:
             raise
         return "never"
 
-    @server.tool(description="Answers after half a second.", annotations=READ_ONLY)
+    @server.tool(description="Answers once three calls of it run at once.", annotations=READ_ONLY)
     async def slow(label: str) -> str:
-        await asyncio.sleep(0.5)
-        return f"slow {label}"
+        # Each call notes its start and answers only once three have started (or after 30 s,
+        # saying so): calls made one after another cannot all answer in time.
+        _note("MCP_TEST_MARKER", f"start {label}")
+        path = os.environ.get("MCP_TEST_MARKER", "")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if _started(path) >= 3:
+                return f"slow {label}"
+            await asyncio.sleep(0.01)
+        return f"slow {label}, alone"
 
     @server.tool(description="Exits the server process mid-call.", annotations=READ_ONLY)
     def crash() -> str:
@@ -175,7 +201,10 @@ def build(name: str = "test") -> TestServer:
 
 
 def main(mode: str) -> None:
-    _note("MCP_TEST_PIDS", str(os.getpid()))
+    gate = os.environ.get("MCP_TEST_RESTART_GATE")
+    if gate and _started_pids() > 1:
+        while not os.path.exists(gate):  # a restart waits until the test lets it start
+            time.sleep(0.01)
     if mode == "silent":
         time.sleep(3600)
     elif mode == "broken":

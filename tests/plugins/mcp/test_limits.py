@@ -66,12 +66,22 @@ def test_the_line_reader_holds_at_most_its_limit() -> None:
     assert reader.feed(b": 2}\n\n") == [b'{"b": 2}', b""]
     assert reader.feed(b"0123456789") == []
     assert reader.peak == 10
-    with pytest.raises(McpError, match=r"more than max_message_bytes \(10 bytes\)") as caught:
-        reader.feed(b"x")
-    assert caught.value.code == "MCP_PROTOCOL_ERROR"
+    assert reader.feed(b"x") == []
+    assert reader.failure is not None and reader.failure.code == "MCP_PROTOCOL_ERROR"
+    assert "more than max_message_bytes (10 bytes)" in str(reader.failure)
     with pytest.raises(McpError, match="max_message_bytes"):
-        LineReader(4).feed(b"12345\n")  # too long even though it ends
+        reader.feed(b"\n")  # nothing more is read once it failed
     assert reader.peak == 10
+    short = LineReader(4)
+    assert short.feed(b"12345\n") == [] and short.failure is not None  # too long though it ends
+
+
+def test_messages_completed_before_the_flood_in_the_same_read_are_delivered() -> None:
+    """Found by fuzz/mcp_framing.py: the messages of a read that also overflowed were dropped,
+    so how the server's output was cut into reads changed what reached the session."""
+    reader = LineReader(8)
+    assert reader.feed(b'{"a":1}\n' + b"x" * 20) == [b'{"a":1}']
+    assert reader.failure is not None
 
 
 def test_a_line_that_is_not_json_rpc_is_handed_on_and_a_too_deep_one_is_refused() -> None:

@@ -24,12 +24,14 @@ from dsh.testing.stores import SessionStoreContract
 
 class AsyncMemoryStore(AsyncBufferedStore):
     """:class:`MemoryStore`'s medium behind awaits that yield to the loop; ``gate``, when
-    set, holds every write until it is opened, and ``fail`` makes the next write fail."""
+    set, holds every write until it is opened (``held`` is set once one waits there), and
+    ``fail`` makes the next write fail."""
 
     def __init__(self, inner: MemoryStore | None = None) -> None:
         super().__init__()
         self.inner = inner or MemoryStore()
         self.gate: asyncio.Event | None = None
+        self.held = asyncio.Event()
         self.fail: Exception | None = None
         self.released: list[str] = []
         self.closed = 0
@@ -37,6 +39,7 @@ class AsyncMemoryStore(AsyncBufferedStore):
     async def _medium(self) -> None:
         await asyncio.sleep(0)
         if self.gate is not None:
+            self.held.set()
             await self.gate.wait()
         if self.fail is not None:
             fail, self.fail = self.fail, None
@@ -103,7 +106,7 @@ async def test_events_appended_during_a_write_wait_for_the_next_one() -> None:
         session.append(user("a"))
         store.gate = asyncio.Event()
         writing = asyncio.create_task(session.checkpoint())
-        await asyncio.sleep(0.01)
+        await store.held.wait()
         session.append(user("b"))  # while "a" is being written
         store.gate.set()
         await writing
@@ -151,7 +154,7 @@ async def test_writes_of_one_session_run_one_after_the_other_and_stop_at_its_clo
         session.append(user("b"))
         store.gate = asyncio.Event()
         first = asyncio.create_task(awaited(store.dsh_session_checkpoint(session)))
-        await asyncio.sleep(0.01)
+        await store.held.wait()
         closing = asyncio.create_task(store.dsh_session_closed(session))
         await asyncio.sleep(0.01)
         session.append(user("c"))

@@ -308,7 +308,7 @@ async def test_parallel_runs_concurrently_and_raises_failures_together() -> None
             running += 1
             if running == 2:
                 both_running.set()
-            await asyncio.wait_for(both_running.wait(), 1)
+            await asyncio.wait_for(both_running.wait(), 10)  # in turn, it would wait forever
 
     await runtime(Slow(), Slow()).parallel("dsh_session_flush", {"session": None})
 

@@ -201,10 +201,11 @@ async def test_resume_of_an_unknown_session_says_why(harness: Harness) -> None:
 
 
 async def test_fork_is_refused_inside_an_open_turn(harness: Harness) -> None:
-    harness.llm.register_adapter(["m"], ScriptedAdapter([hang()]))
+    adapter = ScriptedAdapter([hang()])
+    harness.llm.register_adapter(["m"], adapter)
     agent = harness.agent_loop.create("a", AgentOptions(model="m"), session_id="a-session")
     agent.send("go")
-    await asyncio.sleep(0.01)
+    await adapter.started.wait()  # the turn is open: its model call has begun
     with pytest.raises(DshError, match="turn 1 is still open there"):
         harness.sessions.fork(agent.session)
     child = harness.sessions.fork(agent.session, at_seq=0)

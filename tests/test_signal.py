@@ -27,7 +27,7 @@ async def test_set_wakes_every_waiter_and_a_set_signal_does_not_wait() -> None:
     signal.set()  # again: nothing left to wake
     await asyncio.gather(*tasks)
     assert sorted(woken) == [0, 1, 2] and signal.is_set()
-    await asyncio.wait_for(signal.wait(), 1)  # set: returns at once
+    await asyncio.wait_for(signal.wait(), 10)  # set: returns at once
     signal.clear()
     assert not signal.is_set()
 
@@ -42,7 +42,7 @@ async def test_a_cancelled_waiter_leaves_the_others_waiting() -> None:
         await first
     assert not second.done()
     signal.set()
-    await asyncio.wait_for(second, 1)
+    await asyncio.wait_for(second, 10)
 
 
 async def test_a_signal_set_and_cleared_before_its_waiters_ran_still_wakes_them() -> None:
@@ -51,7 +51,7 @@ async def test_a_signal_set_and_cleared_before_its_waiters_ran_still_wakes_them(
     await asyncio.sleep(0)
     signal.set()
     signal.clear()
-    await asyncio.wait_for(waiter, 1)  # as asyncio.Event: a set is never missed
+    await asyncio.wait_for(waiter, 10)  # as asyncio.Event: a set is never missed
 
 
 async def test_the_inbox_drains_each_fifo_whole_and_in_order() -> None:
@@ -60,14 +60,14 @@ async def test_the_inbox_drains_each_fifo_whole_and_in_order() -> None:
     inbox.enqueue(messages[0])
     inbox.enqueue(messages[1])
     inbox.steer(messages[2])
-    await asyncio.wait_for(inbox.wait_for_queued(), 1)
+    await asyncio.wait_for(inbox.wait_for_queued(), 10)
     assert inbox.drain_queued() == messages[:2] and not inbox.has_queued
     assert inbox.drain_steering() == messages[2:] and not inbox.has_steering
     assert inbox.drain_queued() == []
     waiting = asyncio.create_task(inbox.wait_for_queued())
     await asyncio.sleep(0)
     inbox.close()
-    await asyncio.wait_for(waiting, 1)
+    await asyncio.wait_for(waiting, 10)
 
 
 def test_a_signal_set_after_its_waiters_loop_closed_does_nothing_but_set_the_flag() -> None:

@@ -1,5 +1,12 @@
 """dsh.streaming against a real loopback aiohttp server that plays a script of writes and
-pauses: the deadlines, the size cap, the broken and the unfinished stream, the pooled client."""
+pauses: the deadlines, the size cap, the broken and the unfinished stream, the pooled client.
+
+The loopback server runs in the test's own event loop, so a loaded machine delays its writes as
+much as the reader's deadlines: where writes must keep a stream alive, they come every 50 ms
+against an idle timeout of a whole second (:data:`STEADY_S`), and a stall the deadline must end
+never ends by itself. Durations are measured from before the request (:func:`open_reader`), so
+a lower bound the server's pauses or the reader's deadline impose holds however late the test
+runs; upper bounds only say "well short of forever" (:data:`FOREVER_S`)."""
 
 from __future__ import annotations
 
@@ -22,6 +29,11 @@ DONE = b"data: [DONE]\n\n"
 COMMENT = b": keep-alive\n\n"
 PING = b"event: ping\ndata: {}\n\n"
 FOREVER = 10_000
+#: An idle timeout that writes 50 ms apart never reach, however loaded the machine.
+STEADY_S = 1.0
+#: Longer than any deadline here takes to fire, even on a loaded machine: a stream that ran this
+#: long would never have ended.
+FOREVER_S = 10.0
 
 
 @frozen
@@ -47,6 +59,8 @@ class Loopback:
         self.peers: list[Any] = []
         self.stop = asyncio.Event()
         self.url = ""
+        #: ``time.monotonic()`` before the last :func:`open_reader` sent its request.
+        self.opened_at = 0.0
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.peers.append(request.transport.get_extra_info("peername") if request.transport else 0)
@@ -107,6 +121,7 @@ async def open_reader(
 ) -> EventReader:
     name = f"s{len(server.scripts)}"
     server.scripts[name] = steps
+    server.opened_at = time.monotonic()
     response = await http.session().post(f"{server.url}/{name}")
     options.setdefault("first_data_timeout_s", 5.0)
     return EventReader(response, **options)
@@ -121,85 +136,97 @@ async def read_into(received: list[SseEvent], reader: EventReader) -> None:
         reader.finish(complete=reader.parser.done)
 
 
-async def failure_of(reader: EventReader, received: list[SseEvent]) -> tuple[LlmError, float]:
-    """The error reading ended with, and how long reading took."""
-    start = time.monotonic()
+def since_opened(server: Loopback) -> float:
+    """Seconds since the last :func:`open_reader` sent its request: at least every pause the
+    server made and every deadline the reader waited out."""
+    return time.monotonic() - server.opened_at
+
+
+async def failure_of(
+    server: Loopback, reader: EventReader, received: list[SseEvent]
+) -> tuple[LlmError, float]:
+    """The error reading ended with, and :func:`since_opened` when it did."""
     with pytest.raises(LlmError) as raised:
         await read_into(received, reader)
-    return raised.value, time.monotonic() - start
+    return raised.value, since_opened(server)
 
 
 async def test_events_move_the_deadline(server: Loopback, http: HttpClient) -> None:
-    steps: list[Step] = [EVENT, 0.1, EVENT, 0.1, EVENT, 0.1, EVENT, 0.1, EVENT, 0.1, EVENT, DONE]
-    reader = await open_reader(server, http, steps, idle_timeout_s=0.3)
+    steps: list[Step] = [Every(0.05, EVENT, times=25), DONE]
+    reader = await open_reader(server, http, steps, idle_timeout_s=STEADY_S)
     received: list[SseEvent] = []
-    start = time.monotonic()
     await read_into(received, reader)
-    assert time.monotonic() - start > 0.3  # longer than one idle period, never idle for one
-    assert received == [SseEvent('{"n": 1}')] * 6
+    assert since_opened(server) > STEADY_S  # longer than one idle period, never idle for one
+    assert received == [SseEvent('{"n": 1}')] * 25
 
 
 async def test_comments_do_not_move_the_deadline_once_data_started(
     server: Loopback, http: HttpClient
 ) -> None:
+    # The comments never stop: only the idle deadline can end the stream.
     steps: list[Step] = [EVENT, Every(0.05, COMMENT)]
-    reader = await open_reader(server, http, steps, idle_timeout_s=0.3)
+    reader = await open_reader(server, http, steps, idle_timeout_s=STEADY_S)
     received: list[SseEvent] = []
-    error, elapsed = await failure_of(reader, received)
+    error, elapsed = await failure_of(server, reader, received)
     assert error.failure.code == "TIMEOUT"
-    assert error.failure.message == "the stream made no progress for 0.3 s"
+    assert error.failure.message == "the stream made no progress for 1.0 s"
     assert received == [SseEvent('{"n": 1}')]
-    assert 0.25 < elapsed < 2.0
+    assert STEADY_S < elapsed < FOREVER_S
     assert reader.parser.comments > 0
 
 
 async def test_queued_comments_extend_the_deadline_until_data_comes(
     server: Loopback, http: HttpClient
 ) -> None:
-    steps: list[Step] = [Every(0.05, COMMENT, times=12), EVENT, DONE]
-    reader = await open_reader(server, http, steps, idle_timeout_s=0.2, first_data_timeout_s=3.0)
+    steps: list[Step] = [Every(0.05, COMMENT, times=25), EVENT, DONE]
+    reader = await open_reader(
+        server, http, steps, idle_timeout_s=STEADY_S, first_data_timeout_s=FOREVER_S
+    )
     received: list[SseEvent] = []
-    start = time.monotonic()
     await read_into(received, reader)
-    assert time.monotonic() - start > 0.4  # two idle periods of comments, then data
+    assert since_opened(server) > STEADY_S  # more than an idle period of comments, then data
     assert received == [SseEvent('{"n": 1}')]
 
 
 async def test_queued_comments_extend_it_only_up_to_first_data_timeout(
     server: Loopback, http: HttpClient
 ) -> None:
+    # Comments forever: only the first-data deadline can end the stream, once a comment after
+    # the first 0.2 s pinned the idle deadline to it.
     steps: list[Step] = [Every(0.05, COMMENT)]
-    reader = await open_reader(server, http, steps, idle_timeout_s=0.2, first_data_timeout_s=0.5)
-    error, elapsed = await failure_of(reader, [])
+    reader = await open_reader(
+        server, http, steps, idle_timeout_s=STEADY_S, first_data_timeout_s=1.2
+    )
+    error, elapsed = await failure_of(server, reader, [])
     assert error.failure.code == "TIMEOUT"
     assert error.failure.message == (
-        "no data within 0.5 s: the request stayed queued (only keep-alive comments); "
+        "no data within 1.2 s: the request stayed queued (only keep-alive comments); "
         "raise first_data_timeout_s to wait longer"
     )
-    assert 0.45 < elapsed < 2.0
+    assert 1.2 < elapsed < FOREVER_S
 
 
 async def test_first_data_timeout_is_never_shorter_than_the_idle_timeout(
     server: Loopback, http: HttpClient
 ) -> None:
     reader = await open_reader(server, http, [HOLD], idle_timeout_s=0.2, first_data_timeout_s=0.0)
-    error, elapsed = await failure_of(reader, [])
+    error, elapsed = await failure_of(server, reader, [])
     assert error.failure.message.startswith("no data within 0.2 s: the request stayed queued")
-    assert elapsed > 0.15
+    assert 0.2 < elapsed < FOREVER_S
 
 
 async def test_silence_is_a_stall_before_data(server: Loopback, http: HttpClient) -> None:
     reader = await open_reader(server, http, [HOLD], idle_timeout_s=0.2)
-    error, elapsed = await failure_of(reader, [])
+    error, elapsed = await failure_of(server, reader, [])
     assert error.failure.code == "TIMEOUT"
     assert error.failure.message == "the stream made no progress for 0.2 s"
-    assert elapsed < 2.0
+    assert 0.2 < elapsed < FOREVER_S
 
 
 async def test_silence_after_queued_comments_is_a_stall(server: Loopback, http: HttpClient) -> None:
     steps: list[Step] = [Every(0.05, COMMENT, times=4), HOLD]
     reader = await open_reader(server, http, steps, idle_timeout_s=0.2)
-    error, _ = await failure_of(reader, [])
+    error, _ = await failure_of(server, reader, [])
     assert error.failure.message == "the stream made no progress for 0.2 s"
 
 
@@ -208,9 +235,9 @@ async def test_bytes_that_complete_no_event_are_not_progress(
 ) -> None:
     steps: list[Step] = [b"data: ", Every(0.05, b"x")]
     reader = await open_reader(server, http, steps, idle_timeout_s=0.2)
-    error, elapsed = await failure_of(reader, [])
+    error, elapsed = await failure_of(server, reader, [])
     assert error.failure.message == "the stream made no progress for 0.2 s"
-    assert elapsed < 2.0
+    assert 0.2 < elapsed < FOREVER_S
 
 
 async def test_an_event_over_max_event_bytes_fails_the_stream(
@@ -219,7 +246,7 @@ async def test_an_event_over_max_event_bytes_fails_the_stream(
     steps: list[Step] = [EVENT, 0.05, b"data: " + b"x" * 200 + b"\n\n", HOLD]
     reader = await open_reader(server, http, steps, idle_timeout_s=5.0, max_event_bytes=64)
     received: list[SseEvent] = []
-    error, _ = await failure_of(reader, received)
+    error, _ = await failure_of(server, reader, received)
     assert error.failure.code == "MALFORMED_RESPONSE"
     assert "over 64 bytes (max_event_bytes)" in error.failure.message
     assert received == [SseEvent('{"n": 1}')]
@@ -229,7 +256,7 @@ async def test_a_broken_connection_is_stream_closed(server: Loopback, http: Http
     steps: list[Step] = [EVENT, b'data: {"n"', 0.05, CLOSE]
     reader = await open_reader(server, http, steps, idle_timeout_s=5.0, end="message_stop")
     received: list[SseEvent] = []
-    error, _ = await failure_of(reader, received)
+    error, _ = await failure_of(server, reader, received)
     assert error.failure.code == "STREAM_CLOSED"
     assert error.failure.message.startswith("the connection broke before message_stop: ")
     assert received == [SseEvent('{"n": 1}')]
@@ -239,7 +266,7 @@ async def test_a_stream_that_ends_before_its_end_is_stream_closed(
     server: Loopback, http: HttpClient
 ) -> None:
     reader = await open_reader(server, http, [EVENT], idle_timeout_s=5.0)
-    error, _ = await failure_of(reader, [])
+    error, _ = await failure_of(server, reader, [])
     assert error.failure.code == "STREAM_CLOSED"
     assert error.failure.message == "the stream ended without [DONE]"
 
@@ -251,13 +278,15 @@ def is_ping(event: SseEvent) -> bool:
 async def test_keepalive_events_are_left_out_and_wait_like_comments(
     server: Loopback, http: HttpClient
 ) -> None:
-    steps: list[Step] = [Every(0.05, PING, times=10), EVENT, Every(0.05, PING)]
-    reader = await open_reader(server, http, steps, idle_timeout_s=0.2, keepalive=is_ping)
+    # 0.75 s, not STEADY_S: the test waits two idle periods, and 50 ms gaps stay far from it.
+    steps: list[Step] = [Every(0.05, PING, times=16), EVENT, Every(0.05, PING)]
+    reader = await open_reader(server, http, steps, idle_timeout_s=0.75, keepalive=is_ping)
     received: list[SseEvent] = []
-    error, elapsed = await failure_of(reader, received)
+    error, elapsed = await failure_of(server, reader, received)
     assert received == [SseEvent('{"n": 1}')]
-    assert error.failure.message == "the stream made no progress for 0.2 s"
-    assert elapsed > 0.4  # the queued pings waited past one idle period; the later ones did not
+    assert error.failure.message == "the stream made no progress for 0.75 s"
+    # The queued pings waited past one idle period; the later ones, forever, did not.
+    assert 2 * 0.75 < elapsed < FOREVER_S
 
 
 async def test_a_stream_of_only_keepalive_events_stayed_queued(
@@ -265,11 +294,11 @@ async def test_a_stream_of_only_keepalive_events_stayed_queued(
 ) -> None:
     steps: list[Step] = [Every(0.05, PING)]
     reader = await open_reader(
-        server, http, steps, idle_timeout_s=0.2, first_data_timeout_s=0.4, keepalive=is_ping
+        server, http, steps, idle_timeout_s=STEADY_S, first_data_timeout_s=1.2, keepalive=is_ping
     )
-    error, _ = await failure_of(reader, [])
+    error, _ = await failure_of(server, reader, [])
     assert error.failure.message == (
-        "no data within 0.4 s: the request stayed queued (only keep-alives); "
+        "no data within 1.2 s: the request stayed queued (only keep-alives); "
         "raise first_data_timeout_s to wait longer"
     )
 

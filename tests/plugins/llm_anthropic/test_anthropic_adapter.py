@@ -206,21 +206,28 @@ async def test_stream_faults_keep_what_streamed(
 @pytest.mark.parametrize("scenario", ["stall", "keep-alive-stall"])
 async def test_a_stalled_stream_times_out(mock_server: MockServer, scenario: str) -> None:
     mock_server.queue(scenario)
-    adapter = adapter_for(mock_server, idle_timeout_s=0.2)
+    # The stall never ends by itself; 0.5 s leaves the headers and the partial answer time to
+    # arrive on a loaded machine (they come under the same deadline).
+    adapter = adapter_for(mock_server, idle_timeout_s=0.5)
     with pytest.raises(LlmError) as raised:
         await collect(adapter)
     await adapter.aclose()
     assert raised.value.failure.code == "TIMEOUT"
-    assert "no progress for 0.2 s" in raised.value.failure.message
+    assert "no progress for 0.5 s" in raised.value.failure.message
 
 
 async def test_a_queued_request_is_waited_for_and_a_stuck_queue_times_out(
     mock_server: MockServer,
 ) -> None:
-    adapter = adapter_for(mock_server, idle_timeout_s=0.2, first_data_timeout_s=0.6)
-    mock_server.queue({"name": "queued", "wait_s": 0.4})
-    chunks = await collect(adapter)
+    # Keep-alives 50 ms apart (the scenarios' default) for longer than the idle timeout, which
+    # they never come near; the queue that ends is waited for as long as it takes.
+    patient = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=30.0)
+    mock_server.queue({"name": "queued", "wait_s": 0.75})
+    chunks = await collect(patient)
+    await patient.aclose()
     assert chunks[-1] == Finish(FinishStop())
+    # The queue that never ends: only the first-data deadline stops it.
+    adapter = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=0.6)
     mock_server.queue("queued-stall")
     with pytest.raises(LlmError) as raised:
         await collect(adapter)
@@ -242,16 +249,18 @@ async def test_pings_hold_off_the_first_data_but_are_not_progress_after_it(serve
             await asyncio.sleep(0.05)
 
     async def queued(request: web.Request) -> web.StreamResponse:
-        return await pings_then(request, EVENTS, before=8)
+        return await pings_then(request, EVENTS, before=15)  # 0.75 s of pings
 
     async def stalled(request: web.Request) -> web.StreamResponse:
         first_two = b"\n\n".join(EVENTS.split(b"\n\n")[:2]) + b"\n\n"
         return await pings_then(request, first_two, before=1)
 
-    waited = anthropic(await serve(queued), idle_timeout_s=0.2)
+    # Pings 50 ms apart against an idle timeout they never come near on a loaded machine; after
+    # the first data they go on forever, so only the deadline ends the second stream.
+    waited = anthropic(await serve(queued), idle_timeout_s=0.5)
     assert (await collect(waited, CLAUDE))[-1] == Finish(FinishStop())
     await waited.aclose()
-    stuck = anthropic(await serve(stalled), idle_timeout_s=0.2)
+    stuck = anthropic(await serve(stalled), idle_timeout_s=0.5)
     with pytest.raises(LlmError) as raised:
         await collect(stuck, CLAUDE)
     await stuck.aclose()
@@ -260,7 +269,7 @@ async def test_pings_hold_off_the_first_data_but_are_not_progress_after_it(serve
 
 async def test_headers_that_never_come_time_out(serve: Serve) -> None:
     async def slow(request: web.Request) -> web.StreamResponse:
-        await asyncio.sleep(5)
+        await asyncio.Event().wait()  # never: only the client's deadline ends the call
         return web.Response()
 
     adapter = anthropic(await serve(slow), idle_timeout_s=0.2)
@@ -318,12 +327,12 @@ async def test_cancelling_the_consumer_closes_the_response(mock_server: MockServ
             streaming.set()
 
     task = asyncio.create_task(consume())
-    async with asyncio.timeout(2):
+    async with asyncio.timeout(10):  # bounds a hang only
         await streaming.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    async with asyncio.timeout(2):
+    async with asyncio.timeout(10):  # noticed at once: this only bounds a hang
         await mock_server.client_gone()
     await adapter.aclose()
     await adapter.aclose()

@@ -59,8 +59,10 @@ async def collect_into(
         received.append(chunk)
 
 
-def quick_adapter(server: MockServer, idle_timeout_s: float = 0.05) -> DeepSeekAdapter:
-    """An adapter whose idle timeout is tiny, for stall tests."""
+def quick_adapter(server: MockServer, idle_timeout_s: float = 0.5) -> DeepSeekAdapter:
+    """An adapter whose idle timeout is short, for stall tests: the stall itself never ends, so
+    only the deadline stops it, and it leaves the headers and the partial answer before the
+    stall time to arrive on a loaded machine (50 ms did not)."""
     config = DeepSeekConfig(base_url=server.url, api_key="k", idle_timeout_s=idle_timeout_s)
     return DeepSeekAdapter(config)
 

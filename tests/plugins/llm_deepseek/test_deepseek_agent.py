@@ -110,7 +110,7 @@ async def test_abort_mid_stream_ends_the_turn_aborted_and_drops_the_connection(
     await streaming.started.wait()
     agent.abort("enough")
     await agent.wait_idle()
-    async with asyncio.timeout(1):
+    async with asyncio.timeout(10):  # noticed at once: this only bounds a hang
         await mock_server.client_gone()
     agent.send("again")
     await agent.wait_idle()

@@ -168,7 +168,7 @@ async def test_an_error_body_that_breaks_off_still_gives_the_status(
 async def test_stream_faults_raise_after_what_streamed_before(
     scenario: str, code: str, mock_server: MockServer
 ) -> None:
-    adapter = quick_adapter(mock_server, 0.05 if code == "TIMEOUT" else 5.0)
+    adapter = quick_adapter(mock_server, 0.5 if code == "TIMEOUT" else 5.0)
     mock_server.queue(scenario)
     received: list[StreamChunk] = []
     with pytest.raises(LlmError) as caught:
@@ -260,7 +260,7 @@ async def test_cancelling_the_consumer_closes_the_response_at_once(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    async with asyncio.timeout(1):
+    async with asyncio.timeout(10):  # noticed at once: this only bounds a hang
         await mock_server.client_gone()
     assert mock_server.disconnects == 1
 
@@ -272,7 +272,7 @@ async def test_closing_the_stream_early_closes_the_response(
     stream = adapter.stream(HELLO)
     assert await anext(stream) == BlockStart(0, "text")
     await stream.aclose()  # type: ignore[attr-defined]
-    async with asyncio.timeout(1):
+    async with asyncio.timeout(10):  # noticed at once: this only bounds a hang
         await mock_server.client_gone()
 
 

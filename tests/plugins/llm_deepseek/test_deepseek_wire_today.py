@@ -179,8 +179,9 @@ def test_passback_the_mock_rejects_a_missing_one_as_the_api_does() -> None:
 async def test_queued_keep_alives_before_the_first_data_wait_past_the_idle_timeout(
     mock_server: MockServer,
 ) -> None:
-    mock_server.queue({"name": "queued", "wait_s": 0.4, "interval_s": 0.04})
-    adapter = adapter_for(mock_server, idle_timeout_s=0.15)
+    # Keep-alives 50 ms apart for longer than the idle timeout, which they never come near.
+    mock_server.queue({"name": "queued", "wait_s": 0.75, "interval_s": 0.05})
+    adapter = adapter_for(mock_server, idle_timeout_s=0.5)
     chunks = await collect(adapter)
     await adapter.aclose()
     assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "Served after the queue."
@@ -189,35 +190,38 @@ async def test_queued_keep_alives_before_the_first_data_wait_past_the_idle_timeo
 async def test_queued_too_long_times_out_after_first_data_timeout_s(
     mock_server: MockServer,
 ) -> None:
-    mock_server.queue({"name": "queued-stall", "interval_s": 0.03})
-    adapter = adapter_for(mock_server, idle_timeout_s=0.1, first_data_timeout_s=0.4)
+    # Keep-alives 50 ms apart forever: only the first-data deadline can end the stream.
+    mock_server.queue({"name": "queued-stall", "interval_s": 0.05})
+    adapter = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=0.6)
     started = time.monotonic()
     error = await failure(adapter)
-    assert time.monotonic() - started >= 0.4
+    assert time.monotonic() - started >= 0.6
     assert error.failure.code == "TIMEOUT"
-    assert "no data within 0.4 s: the request stayed queued" in error.failure.message
+    assert "no data within 0.6 s: the request stayed queued" in error.failure.message
 
 
 async def test_queued_silence_before_the_first_data_is_still_a_stall(
     mock_server: MockServer,
 ) -> None:
     mock_server.queue(Scenario("silent", (KEEP_ALIVE,), ending="stall"))
-    adapter = adapter_for(mock_server, idle_timeout_s=0.1, first_data_timeout_s=30.0)
+    # 0.5 s, not less: the headers come under the same deadline, and a loaded machine may
+    # take a while to send them (the stall after them never ends by itself).
+    adapter = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=30.0)
     started = time.monotonic()
     error = await failure(adapter)
-    assert time.monotonic() - started < 5.0
-    assert error.failure.message == "the stream made no progress for 0.1 s"
+    assert time.monotonic() - started < 10.0  # long before the first-data deadline
+    assert error.failure.message == "the stream made no progress for 0.5 s"
 
 
 async def test_queued_keep_alives_after_data_started_do_not_extend_the_idle_timeout(
     mock_server: MockServer,
 ) -> None:
     mock_server.queue("keep-alive-stall")
-    adapter = adapter_for(mock_server, idle_timeout_s=0.1, first_data_timeout_s=30.0)
+    adapter = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=30.0)
     started = time.monotonic()
     error = await failure(adapter)
-    assert time.monotonic() - started < 5.0
-    assert error.failure.message == "the stream made no progress for 0.1 s"
+    assert time.monotonic() - started < 10.0  # long before the first-data deadline
+    assert error.failure.message == "the stream made no progress for 0.5 s"
 
 
 def test_queued_first_data_timeout_defaults_to_the_api_s_ten_minutes() -> None:

@@ -31,8 +31,10 @@ async def failure_from(adapter: OpenAISdkAdapter, request: LlmRequest = HELLO) -
     return failure_of(await collect(adapter, request))
 
 
-def quick_adapter(server: MockServer, idle_timeout_s: float = 0.2) -> OpenAISdkAdapter:
-    """An adapter with a short idle timeout, for stall tests."""
+def quick_adapter(server: MockServer, idle_timeout_s: float = 0.5) -> OpenAISdkAdapter:
+    """An adapter with a short idle timeout, for stall tests: the stall itself never ends, so
+    only the deadline stops it, and it leaves the headers and the partial answer before the
+    stall time to arrive on a loaded machine."""
     config = OpenAISdkConfig(base_url=server.url, api_key="k", idle_timeout_s=idle_timeout_s)
     return OpenAISdkAdapter(config)
 

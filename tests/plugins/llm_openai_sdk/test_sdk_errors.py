@@ -162,8 +162,8 @@ async def test_an_error_body_that_breaks_off_is_a_transport_failure(
         ("missing-done", "STREAM_CLOSED", "the stream ended without [DONE]"),
         ("malformed-json", "MALFORMED_RESPONSE", "DeepSeek sent an event that is not JSON: "),
         ("error-event", "SERVER", "DeepSeek reported an error mid-stream: The server had"),
-        ("stall", "TIMEOUT", "the stream made no progress for 0.2 s"),
-        ("keep-alive-stall", "TIMEOUT", "the stream made no progress for 0.2 s"),
+        ("stall", "TIMEOUT", "the stream made no progress for 0.5 s"),
+        ("keep-alive-stall", "TIMEOUT", "the stream made no progress for 0.5 s"),
     ],
 )
 async def test_stream_faults_end_the_stream_after_what_streamed_before(
@@ -268,7 +268,7 @@ async def test_cancelling_the_consuming_task_closes_the_response_and_propagates(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    async with asyncio.timeout(2):
+    async with asyncio.timeout(10):  # noticed at once: this only bounds a hang
         await mock_server.client_gone()
     assert not any(isinstance(chunk, Finish) for chunk in received)
 
@@ -282,7 +282,7 @@ async def test_a_cancellation_thrown_into_the_stream_ends_it_aborted(
     assert await stream.athrow(asyncio.CancelledError()) == Finish(FinishAborted(ABORTED))
     with pytest.raises(StopAsyncIteration):
         await anext(stream)
-    async with asyncio.timeout(2):
+    async with asyncio.timeout(10):  # noticed at once: this only bounds a hang
         await mock_server.client_gone()
 
 
@@ -293,7 +293,7 @@ async def test_closing_the_stream_early_closes_the_response(
     stream: Any = adapter.stream(HELLO)
     assert await anext(stream) == BlockStart(0, "text")
     await stream.aclose()
-    async with asyncio.timeout(2):
+    async with asyncio.timeout(10):  # noticed at once: this only bounds a hang
         await mock_server.client_gone()
 
 

@@ -133,26 +133,32 @@ async def test_point8_invalid_utf8_in_content_becomes_u_fffd(raw_server: RawServ
 
 # -- point 2: queued requests -------------------------------------------------------------------
 
-PAUSED_KEEP_ALIVES: list[Part] = [KEEP_ALIVE.encode(), 0.05] * 8
+# Keep-alives 50 ms apart, against idle timeouts of 0.5 s they never come near on a loaded
+# machine (0.5 s also leaves the headers time: they come under the same timeout).
+PAUSED_KEEP_ALIVES: list[Part] = [KEEP_ALIVE.encode(), 0.05] * 15  # 0.75 s of them
 QUEUED: list[Part] = [*PAUSED_KEEP_ALIVES, *PLAIN]
+#: Keep-alives that never end (the handler stops when the client has gone).
+ENDLESS_KEEP_ALIVES: list[Part] = [KEEP_ALIVE.encode(), 0.05] * 100_000
+#: A pause that outlasts any test: silence only a deadline can end.
+SILENCE = 3600.0
 
 
 async def test_point2_keep_alives_before_the_first_data_wait_up_to_first_data_timeout(
     raw_server: RawServer,
 ) -> None:
     url = await raw_server(answering(QUEUED))
-    chunks = await sdk_chunks(url, idle_timeout_s=0.15, first_data_timeout_s=5.0)
+    chunks = await sdk_chunks(url, idle_timeout_s=0.5, first_data_timeout_s=30.0)
     assert chunks == await sdk_chunks(await raw_server(answering(PLAIN)))
 
 
 async def test_point2_a_queue_longer_than_first_data_timeout_is_a_timeout(
     raw_server: RawServer,
 ) -> None:
-    url = await raw_server(answering(QUEUED))
-    failure = failure_of(await sdk_chunks(url, idle_timeout_s=0.15, first_data_timeout_s=0.2))
+    url = await raw_server(answering(ENDLESS_KEEP_ALIVES))
+    failure = failure_of(await sdk_chunks(url, idle_timeout_s=0.5, first_data_timeout_s=0.6))
     assert failure.code == "TIMEOUT"
     assert failure.message == (
-        "no data within 0.2 s: the request stayed queued (only keep-alive comments); raise "
+        "no data within 0.6 s: the request stayed queued (only keep-alive comments); raise "
         "first_data_timeout_s to wait longer"
     )
 
@@ -162,14 +168,13 @@ async def test_point2_silence_before_data_and_keep_alives_after_it_stay_stalls(
 ) -> None:
     # The answer's headers come under the same timeout: 0.5 s, not 0.15, leaves them time on a
     # loaded machine (a CI run with other work beside it once took longer than 0.15 s).
-    silent = await raw_server(answering([1.5, *PLAIN]))
+    silent = await raw_server(answering([SILENCE, *PLAIN]))
     failure = failure_of(await sdk_chunks(silent, idle_timeout_s=0.5))
     assert (failure.code, failure.message) == (
         "TIMEOUT",
         "the stream made no progress for 0.5 s",
     )
-    keep_alives: list[Part] = [KEEP_ALIVE.encode(), 0.05] * 30  # 1.5 s of them
-    stalled = await raw_server(answering([PLAIN[0], *keep_alives]))
+    stalled = await raw_server(answering([PLAIN[0], *ENDLESS_KEEP_ALIVES]))
     chunks = await sdk_chunks(stalled, idle_timeout_s=0.5, first_data_timeout_s=5.0)
     assert failure_of(chunks).message == "the stream made no progress for 0.5 s"
 

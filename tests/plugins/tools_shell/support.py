@@ -48,8 +48,9 @@ def running_with(marker: str) -> list[int]:
     return found
 
 
-async def eventually(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Wait until ``check()`` holds, looking every 10 ms."""
+async def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait until ``check()`` holds, looking every 10 ms (the timeout only bounds a hang: on a
+    loaded machine the OS may take its time to start, kill and reap processes)."""
     async with asyncio.timeout(timeout_s):
         while not check():  # noqa: ASYNC110 - polling the OS, which has no event to wait on
             await asyncio.sleep(0.01)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
@@ -23,9 +25,9 @@ from dsh.tools import ToolExecution
 from dsh_plugins.terminal_ui import startup
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
-from dsh_plugins.terminal_ui.threads import Approval, Draft, Idle, Message
+from dsh_plugins.terminal_ui.threads import Approval, Draft, Idle, Message, OutputClosed
 from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
-from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy
+from dsh_plugins.terminal_ui.view import OUTPUT_CLOSED, AgentView, ApprovalPolicy
 
 __all__ = ["AGENT_ID", "Action", "ChatSession"]
 
@@ -40,6 +42,11 @@ KEYS = (
 )
 #: Why a chat aborts a turn when the user presses Ctrl-C.
 USER_ABORT = "interrupted"
+#: The slash commands that run at once while the agent works: they leave the agent alone
+#: (``/help``, ``/reasoning``, ``/quit``) or only change how its next calls are judged
+#: (``/plan``: a user who asked for plan mode must not get a write the next moment). The
+#: others wait until the turn ends (:meth:`ChatSession.steer`).
+AT_ONCE = frozenset({"/quit", "/exit", "/help", "/reasoning", "/plan"})
 
 
 class ChatSession:
@@ -60,6 +67,9 @@ class ChatSession:
         self.post = post
         self.style = out.style
         self.terminal = terminal
+        self.out = out
+        out.on_closed = self._output_closed
+        self._watching_out = contextlib.ExitStack()
         show_reasoning = startup.section(harness).show_reasoning and not args.hide_reasoning
         self.renderer = Renderer(
             out,
@@ -72,6 +82,8 @@ class ChatSession:
         self.approvals = ApprovalPolicy(self.approve)
         self._agent: Agent | None = None
         self._watching: set[asyncio.Task[None]] = set()
+        #: Slash commands typed while the agent worked, run in order once it is idle.
+        self.queued: deque[str] = deque()
         self.commands: dict[str, tuple[SlashCommand, str]] = {
             "/help": (self._help, "what you can type"),
             "/compact": (self._compact, "summarise the older conversation to free context"),
@@ -102,6 +114,8 @@ class ChatSession:
         options = startup.agent_options(self.harness, self.args)
         resumed = bool(self.args.resume or self.args.continue_latest)
         self._attach(await startup.open_agent(self.harness, AGENT_ID, self.args, options))
+        # A pipe's reader that goes away while nothing is written (a stalled model) is noticed.
+        self._watching_out.enter_context(self.out.reader_watched())
         self.note(
             f"{self.style.bold('dsh chat')} · {options.model} · session {self.agent.session.id}"
         )
@@ -113,6 +127,7 @@ class ChatSession:
 
     async def close(self) -> None:
         """Close the harness: a running turn ends ``disposed``, sessions are flushed."""
+        self._watching_out.close()
         await self.harness.close()
 
     def resume_hint(self) -> str | None:
@@ -123,6 +138,12 @@ class ChatSession:
         if not agent.session.last_turn:
             return None
         return f"resume this chat: dsh chat --resume {agent.session.id}"
+
+    def _output_closed(self) -> None:
+        """Nobody reads the chat any more (``dsh chat < script | head``): the running turn
+        stops, and the terminal ends the chat."""
+        self.agent.abort(OUTPUT_CLOSED)  # nothing is written, or watched, before it is attached
+        self.post(OutputClosed())
 
     def _attach(self, agent: Agent) -> None:
         self._agent = agent
@@ -139,7 +160,16 @@ class ChatSession:
         return "busy"
 
     async def _post_when_idle(self, agent: Agent) -> None:
+        """Once the agent is idle, run the commands queued meanwhile (in order), then tell the
+        terminal. A command that starts a turn (``/approve``) leaves the rest queued for that
+        turn's end (its own watcher runs them)."""
         await agent.wait_idle()
+        while self.queued:
+            text = self.queued.popleft()
+            self.note(self.style.dim(f"▸ {text} (queued while the agent worked)"))
+            if await self.command(text) == "busy":
+                return
+            await self.agent.wait_idle()  # a line typed meanwhile may have started a turn
         self.post(Idle())
 
     def _recap(self) -> None:
@@ -165,8 +195,9 @@ class ChatSession:
         return self._follow_if_busy()
 
     async def steer(self, line: str) -> Action:
-        """A line typed while the agent works: steering for its next step. Of the slash
-        commands only those that do not need an idle agent run now."""
+        """A line typed while the agent works: steering for its next step. A slash command of
+        :data:`AT_ONCE` (and an unknown one, to say so) runs now; the others are queued and run
+        in order when the agent is idle again, and the screen says so."""
         text = line.strip()
         if not text.startswith("/"):
             if text:
@@ -174,10 +205,11 @@ class ChatSession:
                 self.note(self.style.dim(f"↪ queued: {one_line(text)}"))
             return "busy"
         name = text.split()[0]
-        if name in ("/quit", "/exit", "/help", "/reasoning"):
+        if name in AT_ONCE or name not in self.commands:
             action = await self.command(text)
             return "quit" if action == "quit" else "busy"
-        self.note(self.style.dim(f"{name} waits until the agent is done (Ctrl-C interrupts it)"))
+        self.queued.append(text)
+        self.note(self.style.dim(f"⧗ {text}: runs when the agent is done (Ctrl-C interrupts it)"))
         return "busy"
 
     async def abort(self) -> None:
@@ -256,7 +288,8 @@ class ChatSession:
 
     async def _plan(self, arg: str) -> Action:
         self.agent.set_permission_mode("plan")
-        self.note("plan mode: only read-only tools run; /approve carries out the plan")
+        when = "" if self.agent.idle else ", from the agent's next tool call on"
+        self.note(f"plan mode: only read-only tools run{when}; /approve carries out the plan")
         return "idle"
 
     async def _approve(self, arg: str) -> Action:

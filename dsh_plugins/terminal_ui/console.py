@@ -28,7 +28,7 @@ from dsh_plugins.terminal_ui import CHAT_HELP, startup
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.headless import USAGE_ERROR
 from dsh_plugins.terminal_ui.options import chat as configure
-from dsh_plugins.terminal_ui.render import Lines
+from dsh_plugins.terminal_ui.render import Lines, silence
 from dsh_plugins.terminal_ui.style import Style, wants_color
 from dsh_plugins.terminal_ui.threads import (
     Approval,
@@ -40,6 +40,7 @@ from dsh_plugins.terminal_ui.threads import (
     Line,
     LoopThread,
     Message,
+    OutputClosed,
     Pump,
 )
 
@@ -147,6 +148,7 @@ class Console:
         self._typed_at_interrupt = ""
         self._quit_armed = False  # Ctrl-C at an empty prompt said how to quit
         self._echo: tuple[list[Any], list[Any]] | None = None  # terminal modes while busy
+        self._output_closed = False  # nobody reads the output any more: the chat ends
 
     def run(self) -> int:
         """Chat until the user quits; returns the exit code."""
@@ -183,7 +185,7 @@ class Console:
             # Nothing typed (a Ctrl-C at the prompt): straight back to it, so that a second
             # Ctrl-C reaches the prompt instead of cancelling a call about nothing.
             action = self.call(self.chat.submit(line)) or "idle" if line.strip() else "idle"
-        return 0
+        return INTERRUPTED if self._output_closed else 0
 
     # -- waiting on the loop thread ----------------------------------------------------------
     def call(self, coro: Coroutine[Any, Any, T]) -> T | None:
@@ -225,6 +227,8 @@ class Console:
             if interrupted:
                 return INTERRUPTED
             self.thread.submit(self.chat.abort())
+        elif isinstance(message, OutputClosed):
+            return INTERRUPTED  # the turn was aborted; closing the chat ends it
         elif isinstance(message, Line):
             self.history.add(message.text)
             action = self.call(self.chat.steer(message.text))
@@ -305,6 +309,9 @@ class Console:
         meant for an agent that had just finished does not end the chat without a word)."""
         parts: list[str] = []
         while True:
+            if self.pump.take(OutputClosed):
+                self._output_closed = True
+                return None
             try:
                 if self.pump.take_interrupts():  # a Ctrl-C between two prompts counts too
                     self._typed_at_interrupt = ""
@@ -342,6 +349,9 @@ class Console:
             if isinstance(message, Interrupt):
                 self._typed_at_interrupt = ""
                 raise KeyboardInterrupt
+            if isinstance(message, OutputClosed):
+                self._output_closed = True
+                return None
             # Anything else is stale now that the agent is idle.
 
     def _readline(self, prompt: str) -> str | None:  # pragma: no cover - needs a terminal
@@ -368,8 +378,12 @@ class Console:
             raise KeyboardInterrupt
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
-        self.out.flush()
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:  # nobody reads the chat any more: it ends
+            silence(self.out)
+            self.pump.post(OutputClosed())
 
 
 def run(
@@ -404,5 +418,5 @@ def run(
         history.save()
     hint = chat.resume_hint()
     if hint is not None:
-        out.write(Style(wants_color(out)).dim(hint) + "\n")
+        lines.line(lines.style.dim(hint))  # not when nobody reads the output any more
     return code

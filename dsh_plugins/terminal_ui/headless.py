@@ -2,8 +2,10 @@
 to stderr; ``--json`` streams the session events as JSON lines instead. The exit code says how
 the turn ended (:data:`EXIT_CODES`). When stdout is not a terminal, a step's text is written
 once its stream succeeded, so ``dsh run ... > answer.md`` holds the answer and nothing of an
-attempt that was retried. ``--schema`` asks for a typed answer (:mod:`dsh.output`): stdout gets
-the validated JSON alone, like ``llm --schema``."""
+attempt that was retried; a pipe is watched meanwhile, and its reader going away aborts the
+turn at once (:class:`~.view.OutputGuard`), not when the held text is finally written.
+``--schema`` asks for a typed answer (:mod:`dsh.output`): stdout gets the validated JSON alone,
+like ``llm --schema``."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.style import Style, wants_color
 from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
-from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy, JsonFeed
+from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy, JsonFeed, OutputGuard
 
 __all__ = ["EXIT_CODES", "HELP", "USAGE_ERROR", "configure", "exit_code", "outcome", "run"]
 
@@ -90,7 +92,8 @@ async def run(
     # With --schema, stdout holds the validated JSON alone: the answer as text goes to stderr.
     answer = Lines(err if args.schema else out, Style(wants_color(out)))
     notes = Lines(err, Style(wants_color(err)))
-    watchers = _plugins(harness, args, answer, notes)
+    stdout = Lines(out, answer.style) if args.schema else answer
+    watchers = _plugins(harness, args, answer, notes, stdout)
     async with harness:
         try:
             options = startup.agent_options(harness, args)
@@ -102,9 +105,8 @@ async def run(
             return USAGE_ERROR
         for watcher in watchers:
             watcher.watch(agent)
-        answer.on_closed = lambda: agent.abort("the output was closed")
         sent_at = len(agent.session)
-        with _interrupts_abort(agent):
+        with _interrupts_abort(agent), stdout.reader_watched():
             agent.send(prompt)
             await agent.wait_idle()
     code = outcome(agent, sent_at)
@@ -123,9 +125,10 @@ async def _print_result(agent: Agent, out: TextIO, err: TextIO) -> int:
 
 
 def _plugins(
-    harness: Harness, args: argparse.Namespace, answer: Lines, notes: Lines
-) -> list[AgentView | JsonFeed | ApprovalPolicy]:
-    """Register the output (text or JSON) and the approval policy for this run."""
+    harness: Harness, args: argparse.Namespace, answer: Lines, notes: Lines, stdout: Lines
+) -> list[AgentView | JsonFeed | ApprovalPolicy | OutputGuard]:
+    """Register the output (text or JSON), the approval policy and the guard that aborts the
+    turn when the reader of ``stdout`` goes away, for this run."""
 
     async def decide(execution: ToolExecution, reason: str) -> bool:
         if not args.yes:
@@ -148,7 +151,7 @@ def _plugins(
         )
         meter = UsageMeter(price_book(harness))
         output = AgentView(renderer, meter, show_usage=args.usage)
-    plugins = [output, ApprovalPolicy(decide)]
+    plugins = [output, ApprovalPolicy(decide), OutputGuard(stdout)]
     for plugin in plugins:
         harness.plugins.register(plugin, name=f"terminal_ui.run.{type(plugin).__name__}")
     return plugins

@@ -12,10 +12,13 @@ transient status line (:class:`~.progress.Progress`) says what is being waited f
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
-from collections.abc import Callable
-from contextlib import suppress
+import select
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, TextIO
 
 from attrs import evolve, frozen
@@ -51,7 +54,7 @@ from dsh.value import Value
 from dsh_plugins.terminal_ui.progress import Progress
 from dsh_plugins.terminal_ui.style import Style
 
-__all__ = ["Lines", "Renderer", "failure_text", "one_line", "preview", "seconds"]
+__all__ = ["Lines", "Renderer", "failure_text", "one_line", "preview", "seconds", "silence"]
 
 _SPACES = re.compile(r"\s+")
 # Python's own words in an exception text: ``<TransferEncodingError: 400, ...>`` reprs and
@@ -105,12 +108,22 @@ def preview(text: str, max_lines: int = 3, width: int = 160) -> list[str]:
     return shown or ["(empty)"]
 
 
+def silence(stream: TextIO) -> None:
+    """Point ``stream``'s descriptor at ``/dev/null``: its reader went away, and what is still
+    written (the interpreter's final flush among it) goes nowhere, quietly."""
+    with suppress(OSError, ValueError):  # no descriptor (a StringIO): nothing to silence
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+
+
 class Lines:
     """An output stream that remembers whether its cursor is in the middle of a line.
 
     When the reader goes away (``dsh run ... | head``) it stops writing, calls ``on_closed``
     (which aborts the agent, as SIGPIPE would end a classic Unix tool) and points the
-    descriptor at ``/dev/null`` so that the interpreter's final flush stays quiet.
+    descriptor at ``/dev/null`` so that the interpreter's final flush stays quiet. A write
+    finds that out; :meth:`reader_watched` finds it out while nothing is written too.
     """
 
     def __init__(
@@ -152,12 +165,42 @@ class Lines:
 
     def _reader_gone(self) -> None:
         self.closed = True
-        with suppress(OSError, ValueError):  # no descriptor (a StringIO): nothing to silence
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.stream.fileno())
-            os.close(devnull)
+        silence(self.stream)
         if self.on_closed is not None:
             self.on_closed()
+
+    @contextmanager
+    def reader_watched(self) -> Iterator[None]:
+        """Within it, a pipe's reader going away is noticed at once, even while nothing is
+        written (``dsh run`` holds a step's text until the step's stream succeeded, which
+        can be a long, paid while): the running loop watches the pipe's write end, which
+        turns ready when the read end is closed. Nothing to watch for other streams."""
+        fd = self._pipe()
+        if fd is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        loop.add_reader(fd, self._check_reader, loop, fd)
+        try:
+            yield
+        finally:
+            loop.remove_reader(fd)
+
+    def _pipe(self) -> int | None:
+        try:
+            fd = self.stream.fileno()
+            return fd if stat.S_ISFIFO(os.fstat(fd).st_mode) else None
+        except (OSError, ValueError):  # no descriptor (a StringIO), or a closed one
+            return None
+
+    def _check_reader(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        """The pipe turned ready: with its read end closed, ``poll`` says ``POLLERR``. (Else it
+        is a FIFO this process reads too, with data in it: watching it would spin.)"""
+        loop.remove_reader(fd)
+        poller = select.poll()
+        poller.register(fd, 0)  # errors and hang-ups are reported whatever the mask
+        if poller.poll(0):
+            self._reader_gone()
 
     def end_line(self) -> None:
         if self.mid_line:

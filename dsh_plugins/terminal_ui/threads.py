@@ -34,6 +34,7 @@ __all__ = [
     "Line",
     "LoopThread",
     "Message",
+    "OutputClosed",
     "Pump",
 ]
 
@@ -85,7 +86,12 @@ class Done(Value):
     future: concurrent.futures.Future[Any]
 
 
-Message = Line | Eof | Interrupt | Idle | Approval | Done | Draft
+@frozen(repr=False)
+class OutputClosed(Value):
+    """Nobody reads the chat's output any more (a pipe whose reader went away)."""
+
+
+Message = Line | Eof | Interrupt | Idle | Approval | Done | Draft | OutputClosed
 
 
 class Pump:
@@ -114,8 +120,12 @@ class Pump:
     def take_interrupt(self) -> bool:
         """Remove a queued Ctrl-C, if there is one (the readline prompt, which does not read
         the pump, checks for one that came as the previous wait ended)."""
+        return self.take(Interrupt)
+
+    def take(self, kind: type[Message]) -> bool:
+        """Remove the first queued message of type ``kind``, if there is one."""
         for message in self._messages:
-            if isinstance(message, Interrupt):
+            if isinstance(message, kind):
                 self._messages.remove(message)
                 return True
         return False

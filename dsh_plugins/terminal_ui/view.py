@@ -16,9 +16,11 @@ from dsh.tools import ToolExecution
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.usage import UsageMeter
 
-__all__ = ["AgentView", "ApprovalPolicy", "Decide", "JsonFeed"]
+__all__ = ["OUTPUT_CLOSED", "AgentView", "ApprovalPolicy", "Decide", "JsonFeed", "OutputGuard"]
 
 Decide = Callable[[ToolExecution, str], Awaitable[bool]]
+#: Why ``dsh run`` aborts a turn when the reader of its output went away.
+OUTPUT_CLOSED = "the output was closed"
 
 
 class _Watcher:
@@ -117,3 +119,22 @@ class ApprovalPolicy(_Watcher):
         if not self._mine(execution.agent):
             return None
         return await self.decide(execution, reason)
+
+
+class OutputGuard(_Watcher):
+    """Aborts the agent's running turn when the reader of ``out`` goes away (``on_closed``),
+    and every turn that starts after that (a resumed session's queued messages, or a reader
+    gone before the first turn began, when an abort finds no turn to stop)."""
+
+    def __init__(self, out: Lines) -> None:
+        self.out = out
+        out.on_closed = self._abort
+
+    def _abort(self) -> None:
+        if self.agent is not None:
+            self.agent.abort(OUTPUT_CLOSED)
+
+    @hookimpl
+    def dsh_agent_turn_start(self, agent: Agent) -> None:
+        if self._mine(agent) and self.out.closed:
+            agent.abort(OUTPUT_CLOSED)

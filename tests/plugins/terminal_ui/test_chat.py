@@ -123,7 +123,7 @@ async def test_steering_while_busy(chats: list[Chat]) -> None:
     assert chat.printed()[-1] == "↪ queued: and also this"  # acknowledged on its own line
     assert cast(LoopAgent, session.agent).inbox.has_steering
     assert await session.steer("/sessions") == "busy"
-    assert chat.printed()[-1] == "/sessions waits until the agent is done (Ctrl-C interrupts it)"
+    assert chat.printed()[-1] == "⧗ /sessions: runs when the agent is done (Ctrl-C interrupts it)"
     assert await session.steer("/reasoning") == "busy"
     assert await session.steer("/exit") == "quit"
     await session.abort()
@@ -131,9 +131,11 @@ async def test_steering_while_busy(chats: list[Chat]) -> None:
     assert "⏹ aborted (interrupted)" in chat.printed()
     # The steering left over does not start a turn: it goes back to the user as a draft, and
     # a resume would not restore it either.
-    assert chat.printed()[-1] == (
-        "↩ and also this: not sent; it is back at the prompt: Enter sends it, Ctrl-C drops it"
-    )
+    assert chat.printed()[-3:-1] == [
+        "↩ and also this: not sent; it is back at the prompt: Enter sends it, Ctrl-C drops it",
+        "▸ /sessions (queued while the agent worked)",  # and then it runs
+    ]
+    assert chat.printed()[-1].startswith(f"* {session.agent.session.id}  ")
     assert Draft("and also this") in chat.posted
     events = session.agent.session.events
     assert sum(e.type == "turn/start" for e in events) == 1

@@ -26,6 +26,15 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX t
 
 TIMEOUT_S = 15
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]|\r")
+#: Where Linux says a thread sleeps (``/proc/<pid>/wchan``) while it waits in ``select`` or
+#: ``poll``: readline waiting for a key.
+_SELECTING = re.compile(r"poll_schedule_timeout|do_select|do_sys_poll|core_sys_select")
+
+
+def wchan(pid: int) -> str:
+    """Where the kernel says the process's main thread sleeps ("0" or "" if it does not say)."""
+    return Path(f"/proc/{pid}/wchan").read_text().strip()
+
 
 PLUGIN = '''
 from dsh import ToolOutcome, tool
@@ -100,6 +109,18 @@ class Screen:
 
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
+
+    async def reading_keys(self) -> None:
+        """Wait until the child's main thread waits for a key, as a person waits to see the
+        prompt: a Ctrl-C that lands while readline is still setting the prompt up can be lost
+        (a known race, left for the console's next round). Where the kernel does not say where
+        a thread sleeps, wait a moment instead."""
+        if wchan(self.child.pid) in ("", "0"):
+            await asyncio.sleep(0.3)  # a kernel that does not say: a moment is usually enough
+            return
+        async with asyncio.timeout(TIMEOUT_S):
+            while not _SELECTING.search(wchan(self.child.pid)):  # noqa: ASYNC110 - polling the OS
+                await asyncio.sleep(0.01)
 
     async def exit_code(self) -> int:
         async with asyncio.timeout(TIMEOUT_S):
@@ -209,19 +230,18 @@ async def test_feedback_and_ctrl_c_give_control_back(chat: Screen, mock_server: 
     await chat.expect("⏹ aborted (interrupted)")
     await chat.expect("↩ and make it short: not sent; it is back at the prompt")
     await chat.expect("> and make it short")
-    # As a person would, press Ctrl-C once the draft is on screen, not within the millisecond
-    # it is drawn: a Ctrl-C that lands while readline is still setting the prompt up can be
-    # lost (a known race, left for the console's next round).
-    await asyncio.sleep(0.3)
+    # As a person would, press Ctrl-C once the prompt waits for keys, not within the
+    # millisecond the draft is drawn (see Screen.reading_keys).
+    await chat.reading_keys()
     chat.type("\x03")
     await chat.expect("> ")
 
     # Ctrl-C at an empty prompt says how to quit; a second one quits.
-    await asyncio.sleep(0.3)
+    await chat.reading_keys()
     chat.type("\x03")
     await chat.expect("(Ctrl-C again to quit · or Ctrl-D, /quit)")
     await chat.expect("> ")
-    await asyncio.sleep(0.3)
+    await chat.reading_keys()
     chat.type("\x03")
     await chat.expect("resume this chat: dsh chat --resume chat-")
     assert await chat.exit_code() == 0

@@ -5,7 +5,7 @@ once its stream succeeded, so ``dsh run ... > answer.md`` holds the answer and n
 attempt that was retried; a pipe is watched meanwhile, and its reader going away aborts the
 turn at once (:class:`~.view.OutputGuard`), not when the held text is finally written.
 ``--schema`` asks for a typed answer (:mod:`dsh.output`): stdout gets the validated JSON alone,
-like ``llm --schema``."""
+like ``llm --schema``; so does ``--agent`` with a profile that names an ``output_type``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from typing import TextIO
 from attrs import evolve
 
 from dsh.agent import Agent
+from dsh.converter import unstructure
 from dsh.errors import DshError
 from dsh.events import (
     ErrorEvent,
@@ -89,10 +90,13 @@ async def run(
     if problem:
         print(f"dsh run: {problem}", file=err)
         return USAGE_ERROR
-    # With --schema, stdout holds the validated JSON alone: the answer as text goes to stderr.
-    answer = Lines(err if args.schema else out, Style(wants_color(out)))
+    # A typed answer (--schema, or an --agent whose profile names an output_type): stdout
+    # holds the validated JSON alone, the answer as text goes to stderr.
+    profile = startup.configured_agent(harness, args.agent)
+    typed = bool(args.schema) or (profile is not None and profile.output_type is not None)
+    answer = Lines(err if typed else out, Style(wants_color(out)))
     notes = Lines(err, Style(wants_color(err)))
-    stdout = Lines(out, answer.style) if args.schema else answer
+    stdout = Lines(out, answer.style) if typed else answer
     watchers = _plugins(harness, args, answer, notes, stdout)
     async with harness:
         try:
@@ -110,17 +114,18 @@ async def run(
             agent.send(prompt)
             await agent.wait_idle()
     code = outcome(agent, sent_at)
-    return await _print_result(agent, out, err) if args.schema and code == 0 else code
+    return await _print_result(agent, out, err) if typed and code == 0 else code
 
 
 async def _print_result(agent: Agent, out: TextIO, err: TextIO) -> int:
-    """``dsh run --schema``: the validated answer as JSON on stdout, or why there is none."""
+    """A typed run: the validated answer as JSON on stdout (a profile's attrs class, dataclass
+    or TypedDict as its JSON object), or why there is none."""
     try:
         value = await agent.result()
     except OutputError as exc:
         print(f"dsh run: {exc}", file=err)
         return EXIT_CODES[TurnError.type]
-    print(json.dumps(value, ensure_ascii=False), file=out)
+    print(json.dumps(unstructure(value), ensure_ascii=False), file=out)
     return 0
 
 

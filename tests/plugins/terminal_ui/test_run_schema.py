@@ -6,6 +6,8 @@ import io
 import json
 from pathlib import Path
 
+import attrs
+
 from dsh.output import FINAL_RESULT
 from dsh.testing import error_response, text_response, tool_call_response
 from dsh_plugins.terminal_ui import headless
@@ -59,3 +61,43 @@ async def test_bad_schemas_are_usage_errors(tmp_path: Path) -> None:
     for schema, message in cases.items():
         code, out, err = await run(Kit([]), "capital?", "--schema", schema)
         assert code == headless.USAGE_ERROR and out == "" and message in err
+
+
+@attrs.frozen
+class Review:
+    verdict: str
+    score: int
+
+
+PROFILE = {"agent_loop": {"agents": [{"id": "review", "output_type": f"{__name__}:Review"}]}}
+
+
+async def test_an_agent_with_an_output_type_keeps_the_schema_contract() -> None:
+    """``--agent review`` whose profile names an output type: JSON alone on stdout (before,
+    the answer came as text, exit 0, as if untyped)."""
+    answer = {"verdict": "fine", "score": 9}
+    kit = Kit([tool_call_response("c1", FINAL_RESULT, answer, text="Reviewing.")], ask=False)
+    out, err = io.StringIO(), io.StringIO()
+    code = await headless.run(
+        make_harness(kit, PROFILE),
+        run_args("--agent", "review", "review it"),
+        io.StringIO(),
+        out,
+        err,
+    )
+    assert (code, json.loads(out.getvalue())) == (0, answer)
+    assert "Reviewing." in err.getvalue()
+
+
+async def test_an_agent_whose_answer_never_validates_exits_1() -> None:
+    kit = Kit([text_response("looks fine") for _ in range(3)], ask=False)
+    out, err = io.StringIO(), io.StringIO()
+    code = await headless.run(
+        make_harness(kit, PROFILE),
+        run_args("--agent", "review", "review it"),
+        io.StringIO(),
+        out,
+        err,
+    )
+    assert (code, out.getvalue()) == (1, "")
+    assert "gave no valid Review after 3 attempts" in err.getvalue()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import json
+import shutil
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -24,7 +26,7 @@ from mcp.types import CallToolResult, TextContent
 from dsh import AgentOptions, Harness, hookimpl
 from dsh.testing import MemoryStore, ScriptedAdapter, error_response, text_response
 from dsh.testing.mock import deepseek_config
-from dsh.testing.mockserver import MockServer
+from dsh.testing.mockserver import MockServer, reply
 from dsh_plugins.mcp import McpPlugin, commands, serve
 from tests.plugins.mcp.support import serving
 
@@ -213,3 +215,57 @@ async def test_ask_resumes_a_stored_session_in_a_later_process() -> None:
     assert (texts(later)[0], session_id(later)) == ("It is 42.", session_id(first))
     said = [m.role for m in later_model.requests[0].messages]
     assert said[-3:] == ["user", "assistant", "user"]
+
+
+def _desktop_entry() -> dict[str, Any]:
+    """The Claude Desktop / Cursor entry of ``docs/mcp.md``, as a user copies it."""
+    page = (Path(__file__).parents[3] / "docs" / "mcp.md").read_text()
+    block = page.split('```json\n{\n  "mcpServers"', 1)[1].split("```", 1)[0]
+    entry: dict[str, Any] = json.loads('{\n  "mcpServers"' + block)["mcpServers"]["dsh"]
+    return entry
+
+
+async def test_the_docs_desktop_entry_runs_as_written(
+    mock_server: MockServer, tmp_path: Path
+) -> None:
+    """Its command and arguments, with the user's paths put in: a project directory and a
+    ``dsh.toml`` elsewhere that points dsh at the mock server. The official MCP client starts
+    it over stdio, as Claude Desktop and Cursor do, and asks; the agent writes in its
+    workspace (``--mode workspace-write``), nowhere else."""
+    entry = _desktop_entry()
+    assert entry["command"] == "dsh"
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    section = deepseek_config(mock_server)["llm_deepseek"]
+    config = home / "dsh.toml"
+    config.write_text(
+        f'[llm_deepseek]\nbase_url = "{section["base_url"]}"\napi_key = "{section["api_key"]}"\n'
+    )
+    paths = {"/path/to/project": str(project), "/path/to/dsh.toml": str(config)}
+    args = [paths.get(arg, arg) for arg in entry["args"]]
+    command = shutil.which("dsh")
+    params = StdioServerParameters(
+        command=command or sys.executable,
+        args=args if command else ["-m", "dsh", *args],
+        env={"DSH_DISABLE_PLUGINS": "persistence_jsonl,persistence_sqlite,tools_shell"},
+        cwd=str(home),
+    )
+    mock_server.queue(
+        reply(tool_calls=[("c1", "write_file", json.dumps({"path": "note.txt", "content": "hi"}))]),
+        reply(text="Wrote the note."),
+    )
+    errors = (tmp_path / "stderr").open("w")
+    try:
+        async with asyncio.timeout(60):
+            async with (
+                stdio_client(params, errlog=errors) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                answer = await session.call_tool("ask", {"prompt": "Write a note"})
+    finally:
+        errors.close()
+    assert not answer.is_error, (tmp_path / "stderr").read_text()
+    assert texts(answer)[0] == "Wrote the note."
+    assert (project / "note.txt").read_text() == "hi"

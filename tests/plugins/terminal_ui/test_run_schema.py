@@ -72,32 +72,27 @@ class Review:
 PROFILE = {"agent_loop": {"agents": [{"id": "review", "output_type": f"{__name__}:Review"}]}}
 
 
+async def run_review(kit: Kit) -> tuple[int, str, str]:
+    """``dsh run --agent review "review it"``."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = run_args("--agent", "review", "review it")
+    code = await headless.run(make_harness(kit, PROFILE), argv, io.StringIO(), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
 async def test_an_agent_with_an_output_type_keeps_the_schema_contract() -> None:
     """``--agent review`` whose profile names an output type: JSON alone on stdout (before,
     the answer came as text, exit 0, as if untyped)."""
     answer = {"verdict": "fine", "score": 9}
     kit = Kit([tool_call_response("c1", FINAL_RESULT, answer, text="Reviewing.")], ask=False)
-    out, err = io.StringIO(), io.StringIO()
-    code = await headless.run(
-        make_harness(kit, PROFILE),
-        run_args("--agent", "review", "review it"),
-        io.StringIO(),
-        out,
-        err,
-    )
-    assert (code, json.loads(out.getvalue())) == (0, answer)
-    assert "Reviewing." in err.getvalue()
+    code, out, err = await run_review(kit)
+    assert (code, json.loads(out)) == (0, answer)
+    assert "Reviewing." in err
 
 
 async def test_an_agent_whose_answer_never_validates_exits_1() -> None:
-    kit = Kit([text_response("looks fine") for _ in range(3)], ask=False)
-    out, err = io.StringIO(), io.StringIO()
-    code = await headless.run(
-        make_harness(kit, PROFILE),
-        run_args("--agent", "review", "review it"),
-        io.StringIO(),
-        out,
-        err,
+    code, out, err = await run_review(
+        Kit([text_response("looks fine") for _ in range(3)], ask=False)
     )
-    assert (code, out.getvalue()) == (1, "")
-    assert "gave no valid Review after 3 attempts" in err.getvalue()
+    assert (code, out) == (1, "")
+    assert "gave no valid Review after 3 attempts" in err

@@ -6,7 +6,7 @@ shadows a model an adapter serves."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from dsh.userconfig import UserConfigError, config_dir, read_table, write_table
@@ -30,12 +30,13 @@ def resolve(model: str) -> str:
     return load().get(model, model)
 
 
-def store(name: str, model: str, served: Collection[str]) -> Path:
-    """Make ``name`` an alias of ``model``, which must be one of the ``served`` model ids."""
-    if name in served:
+def store(name: str, model: str, serves: Callable[[str], bool], listed: Collection[str]) -> Path:
+    """Make ``name`` an alias of ``model``, which must be a model id an adapter ``serves``
+    (``listed``: the ids registered by name, for the message)."""
+    if serves(name):
         raise UserConfigError(f"{name!r} is already a model id; choose another alias")
-    if model not in served:
-        known = ", ".join(sorted(served)) or "none"
+    if not serves(model):
+        known = ", ".join(sorted(listed)) or "none"
         raise UserConfigError(f"no adapter serves model {model!r}; known models: {known}")
     if not name or any(c.isspace() for c in name):
         raise UserConfigError("an alias is one word with no spaces")

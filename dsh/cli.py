@@ -84,12 +84,18 @@ def _list_tools(harness: Harness) -> int:
     if not names:
         print("no tools: no loaded plugin registers any (see 'dsh plugins')")
         return 0
-    print(f"{'TOOL':16} {'SOURCE':28} {'EFFECT':8} PERMISSION")
+    rows: list[tuple[str, str, str, str]] = []
     for name in names:
         tool = harness.tools.get(name)
         assert tool is not None  # listed by the registry itself
         source = _tool_source(harness, harness.tools.owner(name) or "host")
-        print(f"{name:16} {source:28} {tool.effect:8} {_policy(harness, name, tool.effect)}")
+        rows.append((name, source, tool.effect, _policy(harness, name, tool.effect)))
+    # Columns as wide as their longest value (an MCP tool's name can be 64 characters).
+    named = max([16, *(len(row[0]) for row in rows)])
+    sourced = max([28, *(len(row[1]) for row in rows)])
+    print(f"{'TOOL':{named}} {'SOURCE':{sourced}} {'EFFECT':8} PERMISSION")
+    for name, source, effect, permission in rows:
+        print(f"{name:{named}} {source:{sourced}} {effect:8} {permission}")
     return 0
 
 
@@ -238,7 +244,7 @@ async def _sessions_resume(harness: Harness, args: argparse.Namespace) -> int:
     what = f"{len(queued)} queued message(s)" if queued else "the prompt"
     if (queued or args.prompt) and not model:
         raise DshError(f"resuming {args.id!r} runs {what}: pass --model")
-    if (queued or args.prompt) and model not in harness.llm.models():
+    if (queued or args.prompt) and not harness.llm.serves(model):
         known = ", ".join(harness.llm.models()) or "none"
         raise DshError(
             f"resuming {args.id!r} runs {what} with model {model!r}, which no adapter serves: "
@@ -397,7 +403,7 @@ def _models(harness: Harness, args: argparse.Namespace) -> int:
 
 def _alias(harness: Harness, args: argparse.Namespace) -> int:
     if args.alias_action == "set":
-        aliases.store(args.name, args.model, harness.llm.models())
+        aliases.store(args.name, args.model, harness.llm.serves, harness.llm.models())
         print(f"{args.name} -> {args.model}")
         return 0
     if args.alias_action == "remove":
@@ -413,16 +419,18 @@ def _alias(harness: Harness, args: argparse.Namespace) -> int:
 def _print_models(harness: Harness) -> None:
     table = aliases.load()
     columns = f"{'CONTEXT':>8} {'OUTPUT':>8} {'IMAGES':6} {'THINKING':8} {'$/M IN/OUT':14}"
-    print(f"{'MODEL':36} {columns} ALIASES")
+    # The model column is as wide as the longest name (e.g. an OpenRouter vendor/model id).
+    wide = max([36, *(len(model) for model in harness.llm.models())])
+    print(f"{'MODEL':{wide}} {columns} ALIASES")
     for model in harness.llm.models():
         info = harness.llm.model_info(model) or ModelInfo()
         names = ", ".join(sorted(name for name, target in table.items() if target == model))
-        print(f"{model:36} {_capabilities(info)} {names or '-'}")
+        print(f"{model:{wide}} {_capabilities(info)} {names or '-'}")
         unavailable = harness.llm.unavailable(model)
         if unavailable is not None:
             print(f"    unavailable: {unavailable}")
     for name, target in sorted(table.items()):
-        if target not in harness.llm.models():
+        if not harness.llm.serves(target):
             print(f"alias {name} -> {target}: no loaded adapter serves {target!r}")
 
 

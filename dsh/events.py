@@ -399,7 +399,8 @@ OUTPUT_RETRY, OUTPUT_RESULT, OUTPUT_FAILED = "output/retry", "output/result", "o
 @frozen(repr=False)
 class OutputRetry(Value):
     """Data of ``output/retry``: attempt ``attempt`` of turn ``turn`` at a typed answer did not
-    validate, because of ``error`` (sent back to the model while attempts are left)."""
+    validate, because of ``error``, which is sent back to the model (the last attempt, with none
+    left, is logged ``output/failed`` instead)."""
 
     type: ClassVar[str] = OUTPUT_RETRY
     turn: int

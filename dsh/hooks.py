@@ -494,6 +494,8 @@ class Hooks:
         return cast("list[SessionSummary] | None", found)
 
     # -- tool policy -----------------------------------------------------------------------
-    async def tools_approve(self, execution: ToolExecution, reason: str) -> bool:
+    async def tools_approve(self, execution: ToolExecution, reason: str) -> bool | None:
+        """The first host's answer; ``None`` when no host answered (which means no)."""
         kwargs = {"execution": execution, "reason": reason}
-        return bool(await self.runtime.first("dsh_tools_approve", kwargs))
+        found = await self.runtime.first("dsh_tools_approve", kwargs)
+        return None if found is None else bool(found)

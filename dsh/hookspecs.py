@@ -68,7 +68,9 @@ def dsh_register_llm_adapters(
 
     ``adapter`` has ``stream(request) -> AsyncIterator[StreamChunk]`` and may have ``aclose()``
     (awaited at harness stop) and ``model_info(model_id)``. Registering a model id twice fails,
-    naming both plugins.
+    naming both plugins. An id ``provider/*`` registers a prefix: the adapter also serves any id
+    under ``provider/`` that no adapter registered exactly (the longest prefix wins; listings
+    show only exact ids).
 
     ``adapter`` may instead be a :class:`dsh.llm.DeferredAdapter` (``DeferredAdapter(build)``):
     ``build()`` runs the first time one of the ids is used, so a harness that never calls the

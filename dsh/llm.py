@@ -3,6 +3,10 @@
 An adapter may be registered built, or as a :class:`DeferredAdapter`: built the first time a
 model it serves is used, so that a harness that never calls it (``dsh --help``, a listing, a
 run on another provider) never imports its HTTP client or SDK.
+
+An id ending in ``/*`` registers a prefix: the adapter also serves every id under it that no
+adapter registered exactly (``openrouter/*`` serves ``openrouter/anthropic/claude-sonnet-4``).
+The longest registered prefix wins; :meth:`LlmService.models` lists only the exact ids.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from dsh.value import Value
 if TYPE_CHECKING:
     from dsh.hooks import Hooks
 
-__all__ = ["DeferredAdapter", "LlmAdapter", "LlmService", "ModelInfo"]
+__all__ = ["ANY_MODEL", "DeferredAdapter", "LlmAdapter", "LlmService", "ModelInfo"]
+
+#: What a registered id ends with to serve every id under its prefix: ``f"{prefix}/{ANY_MODEL}"``.
+ANY_MODEL = "*"
 
 
 @frozen(repr=False)
@@ -103,45 +110,73 @@ class _Registration:
 
 
 class LlmService:
-    """Model ids → adapters. Ids may carry a provider prefix (``provider/model``)."""
+    """Model ids → adapters. Ids may carry a provider prefix (``provider/model``); an id
+    ``provider/*`` serves every id under ``provider/``."""
 
     def __init__(self, hooks: Hooks) -> None:
         self._hooks = hooks
         self._adapters: dict[str, _Registration] = {}
+        self._prefixes: dict[str, _Registration] = {}
 
     def register_adapter(
         self, models: Iterable[str], adapter: LlmAdapter | DeferredAdapter, owner: str = "host"
     ) -> Callable[[], None]:
         """Serve ``models`` with ``adapter`` (built, or a :class:`DeferredAdapter`); all or
-        nothing. Returns a disposer."""
+        nothing. An id ``prefix/*`` serves every id under ``prefix/`` not registered exactly.
+        Returns a disposer."""
         models = list(models)
-        for model in models:
-            known = self._adapters.get(model)
+        entries = [self._table(model) for model in models]
+        for model, (table, key) in zip(models, entries, strict=True):
+            known = table.get(key)
             if known is not None:
                 raise LlmError.of(
                     "DUPLICATE_ADAPTER",
                     f"model {model!r} is registered twice: by {known.owner!r} and by {owner!r}",
                 )
         registration = _Registration(adapter, owner)
-        for model in models:
-            self._adapters[model] = registration
+        for table, key in entries:
+            table[key] = registration
 
         def dispose() -> None:
-            for model in models:
-                if self._adapters.get(model) is registration:
-                    del self._adapters[model]
+            for table, key in entries:
+                if table.get(key) is registration:
+                    del table[key]
 
         return dispose
 
+    def _table(self, model: str) -> tuple[dict[str, _Registration], str]:
+        """Where the registration of ``model`` goes: the exact ids, or the prefixes (keyed by
+        the prefix with its ``/``)."""
+        if model.endswith(f"/{ANY_MODEL}"):
+            return self._prefixes, model.removesuffix(ANY_MODEL)
+        return self._adapters, model
+
     def models(self) -> list[str]:
-        """Every registered model id (no deferred adapter is built to list them)."""
+        """Every model id registered exactly, sorted (no deferred adapter is built to list
+        them); whether an id is served at all, a prefix's included, :meth:`serves` says."""
         return sorted(self._adapters)
+
+    def prefixes(self) -> list[str]:
+        """The registered prefixes, each with its ``/`` (``openrouter/``)."""
+        return sorted(self._prefixes)
+
+    def serves(self, model: str) -> bool:
+        """Whether an adapter serves ``model``: registered exactly, or under a prefix."""
+        return self._registration(model) is not None
+
+    def _registration(self, model: str) -> _Registration | None:
+        found = self._adapters.get(model)
+        if found is not None:
+            return found
+        under = [p for p in self._prefixes if model.startswith(p) and len(model) > len(p)]
+        return self._prefixes[max(under, key=len)] if under else None
 
     def adapter_for(self, model: str) -> LlmAdapter:
         """The adapter serving ``model``, built now if it was deferred."""
-        found = self._adapters.get(model)
+        found = self._registration(model)
         if found is None:
-            known = ", ".join(self.models()) or "none"
+            ids = [*self.models(), *(prefix + ANY_MODEL for prefix in self.prefixes())]
+            known = ", ".join(ids) or "none"
             raise LlmError.of(
                 "NO_ADAPTER", f"no adapter serves model {model!r}; registered models: {known}"
             )
@@ -163,7 +198,7 @@ class LlmService:
         """Why ``model`` cannot be used in this environment (its adapter's optional
         ``unavailable(model_id)`` says, e.g. a missing dependency, or its deferred adapter
         could not be built), else ``None``; ``None`` for a model nobody serves."""
-        if model not in self._adapters:
+        if not self.serves(model):
             return None
         try:
             adapter = self.adapter_for(model)
@@ -182,7 +217,7 @@ class LlmService:
         """Each registered adapter once: those built so far (a deferred adapter never used
         has nothing to close)."""
         unique: dict[int, LlmAdapter] = {}
-        for registration in self._adapters.values():
+        for registration in [*self._adapters.values(), *self._prefixes.values()]:
             if registration.adapter is not None:
                 unique.setdefault(id(registration.adapter), registration.adapter)
         return list(unique.values())

@@ -12,9 +12,10 @@ made to answer in shape is chosen per request from what the model can do:
 
 An answer that does not validate is sent back to the model with the problem (the failed
 ``final_result`` call's error, or a steering message), at most ``AgentOptions.output_retries``
-times; each attempt is logged ``output/retry``, the accepted value ``output/result`` and a
-give-up ``output/failed``. :func:`result_of` (``await agent.result()``) reads the last
-completed turn's value back from the session log, so it survives a resume.
+times; each attempt sent back is logged ``output/retry``, the accepted value ``output/result``
+and the last failed attempt ``output/failed`` alone. :func:`result_of` (``await
+agent.result()``) reads the last completed turn's value back from the session log, so it
+survives a resume.
 
 The machinery is :class:`OutputPlugin`, which every harness registers: hooks the loop already
 calls (request, tool middleware, continuation), nothing in the loop itself.
@@ -372,12 +373,12 @@ class OutputPlugin:
         """Log the attempt; steer the problem back, or give up after ``output_retries``."""
         state.attempts += 1
         error = "; ".join(problems)
-        agent.session.append(OutputRetry(state.turn, state.attempts, error))
         if state.attempts > agent.options.output_retries:
             agent.session.append(OutputFailed(state.turn, state.attempts, error))
             state.done = True
             state.last_error = f"the answer is invalid ({error}); no attempts are left"
             return
+        agent.session.append(OutputRetry(state.turn, state.attempts, error))
         how = f"call {FINAL_RESULT} again" if state.mode == "tool" else "answer again"
         state.last_error = f"Your answer is invalid: {error}. Please {how} with a corrected answer."
         if state.mode == "json" or _no_call(agent.session.events):

@@ -495,7 +495,12 @@ def _round_trip_problem(outcome: ToolOutcome) -> str | None:
 
 
 def _no_policy_denial(tool: Tool, config: NoPolicyConfig) -> str:
-    does = "changes files" if tool.effect == "write" else "runs commands"
+    if tool.effect == "write":
+        does = "changes files"
+    elif tool.name.startswith("mcp__"):  # an MCP tool: it need not run commands
+        does = "may change anything (its MCP server does not mark it read-only or non-destructive)"
+    else:
+        does = "runs commands"
     rules = (
         " (the configured [permissions] rules cannot be applied without it)" if config.rules else ""
     )

@@ -427,6 +427,8 @@ def _describe(schema: Mapping[str, Any] | bool) -> str:
 
 
 def _show(value: Any) -> str:
+    if value is None:  # its kind and its text are both "null": say it once
+        return "null"
     kind = _JSON_TYPES.get(type(value), type(value).__name__)
     text = json.dumps(value, ensure_ascii=False, default=str)
     return f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"

@@ -22,8 +22,8 @@ def one_input(raw: bytes) -> None:
     problem = schema_problem(schema)
     if problem is not None:
         pointer, reason = problem
-        assert isinstance(pointer, str) and (pointer == "" or pointer.startswith("/"))
-        assert isinstance(reason, str) and reason
+        assert pointer == "" or pointer.startswith("/"), f"not a JSON pointer: {pointer!r}"
+        assert reason, "a refusal without a reason"
         return
     assert isinstance(schema, dict)
     problems = validate(value, schema)

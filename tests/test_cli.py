@@ -75,6 +75,11 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "usage: dsh" in capsys.readouterr().out
 
 
+def test_help_names_the_cluster_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    assert "cluster             up, status or down: a pool" in capsys.readouterr().out
+
+
 def test_plugin_commands_are_dispatched(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -151,3 +156,12 @@ def test_python_dash_m_dsh_runs_the_cli(
         importlib.import_module("dsh.__main__")
     assert exit_info.value.code == 0
     assert "dsh_agent_request" in capsys.readouterr().out
+
+
+def test_a_dsh_config_naming_no_file_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.toml"
+    monkeypatch.setenv("DSH_CONFIG", str(missing))
+    assert main(["config", "--dump"]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"DSH_CONFIG={missing}: no such file")

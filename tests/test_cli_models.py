@@ -253,3 +253,46 @@ def test_plugins_in_process_and_third_party_tools(
     harness = Harness(load_entrypoints=False)
     harness.plugins.register(Extras([]), "acme", PluginInfo("acme", "acme-tools", "1.0"))
     assert _tool_source(harness, "acme") == "plugin acme (acme-tools)"
+
+
+class LongNames:
+    """A model and a tool whose names are longer than the tables' default columns."""
+
+    model = "deepseek/deepseek-v4-flash-vision-exp-preview-2026"
+    tool = "mcp__a_server_with_a_long_name__a_tool_with_a_long_name"
+
+    @hookimpl
+    def dsh_register_llm_adapters(self, register: Any) -> None:
+        register([self.model], ScriptedAdapter([]))
+
+    @hookimpl
+    def dsh_register_tools(self, register: Any) -> None:
+        register(Tool(ToolSchema(self.tool, "t"), noop, effect="read"))
+
+
+def test_long_names_keep_the_columns_aligned(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dsh import harness as harness_module
+
+    original = harness_module.Harness.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["plugins"] = [*kwargs.get("plugins", ()), LongNames()]
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(harness_module.Harness, "__init__", init)
+    assert main(["tools"]) == 0
+    header, *rows = out(capsys)
+    starts = [header.index(title) for title in ("SOURCE", "EFFECT", "PERMISSION")]
+    for line in rows:  # each row's source, effect and permission start under their titles
+        assert all(line[at - 1] == " " and line[at] != " " for at in starts), line
+    [long_tool] = [line for line in rows if line.startswith(LongNames.tool)]
+    assert long_tool[starts[1] :].split()[0] == "read"
+    assert main(["models"]) == 0
+    header, *rows = out(capsys)
+    aliases_at = header.index("ALIASES")
+    models = [line for line in rows if not line.startswith((" ", "alias "))]
+    assert LongNames.model in [line.split()[0] for line in models]
+    for line in models:  # the aliases (or "-") start under ALIASES
+        assert line[aliases_at - 1] == " " and line[aliases_at] != " ", line

@@ -98,8 +98,8 @@ async def test_every_hook_fires_in_an_ordinary_session() -> None:
         await agent.wait_idle()
         await h.sessions.load("missing")
         assert await h.sessions.stored() == []
-        # Asked by permission policies (dsh_plugins.permissions); nobody answering means no.
-        assert await h.hooks.tools_approve(ToolExecution("c", "echo", "{}"), "asks") is False
+        # Asked by permission policies (dsh_plugins.permissions); nobody answering (None) is no.
+        assert await h.hooks.tools_approve(ToolExecution("c", "echo", "{}"), "asks") is None
     assert recorder.fired == set(HOOK_STYLES)
 
 

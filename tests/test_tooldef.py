@@ -577,8 +577,9 @@ def test_validation_of_the_rest_of_the_subset() -> None:
     odd = {"anyOf": [{"enum": [1]}, {"not": "understood", "type": "boolean"}, {"minimum": 2}]}
     assert validate(None, odd) == []
     assert validate(None, {"anyOf": [{"enum": [1]}, {"type": "integer"}, {"type": "string"}]}) == [
-        "arguments: expected one of 1 or integer or string, got null null"
+        "arguments: expected one of 1 or integer or string, got null"
     ]
+    assert validate(None, {"type": "object"}) == ["arguments: expected object, got null"]
     [odd_value] = validate(object(), {"type": "string"})
     assert odd_value.startswith('arguments: expected string, got object "<object object at')
 

@@ -20,7 +20,7 @@ from dsh.markers import hookimpl
 
 __all__ = ["CLUSTER_HELP", "ClusterPlugin"]
 
-CLUSTER_HELP = "start, inspect or stop a pool of agent hosts on a Ray cluster (extra: ray)"
+CLUSTER_HELP = "up, status or down: a pool of agent hosts on a Ray cluster (extra: ray)"
 
 
 def _deferred(function: str) -> Callable[[Any], Any]:

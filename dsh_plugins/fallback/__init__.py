@@ -156,7 +156,7 @@ class FallbackPlugin:
     def _family(self, model: str) -> tuple[int, str] | None:
         """What reasoning is valid across: one adapter under one provider prefix."""
         assert self._harness is not None
-        if model not in self._harness.llm.models():
+        if not self._harness.llm.serves(model):
             return None
         prefix = model.partition("/")[0] if "/" in model else ""
         return id(self._harness.llm.adapter_for(model)), prefix
@@ -205,6 +205,6 @@ class FallbackPlugin:
         chain = [primary, *self._config.chains.get(primary, ())]
         llm = self._harness.llm
         for model in chain[chain.index(current) + 1 :]:
-            if model in llm.models() and llm.unavailable(model) is None:
+            if llm.serves(model) and llm.unavailable(model) is None:
                 return model
         return None

@@ -2,7 +2,8 @@
 
 Serves ``anthropic/<model>`` (Anthropic, ``ANTHROPIC_API_KEY``) and ``deepseek-anthropic/<model>``
 (DeepSeek's Anthropic-format endpoint, ``DEEPSEEK_API_KEY``): the same DeepSeek models as
-``llm_deepseek``, through a completely different wire protocol. Configured by section
+``llm_deepseek``, through a completely different wire protocol. Any model under a served
+prefix works, listed or not. Configured by section
 ``llm_anthropic`` (:class:`AnthropicConfig`); see ``docs/plugins/llm_anthropic.md``. Each
 provider's adapter is built (and aiohttp imported) the first time one of its models is used.
 """
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsh.harness import Harness
 from dsh.lazy import imported
-from dsh.llm import DeferredAdapter
+from dsh.llm import ANY_MODEL, DeferredAdapter
 from dsh.markers import hookimpl
 from dsh_plugins.llm_anthropic.config import ANTHROPIC, DEEPSEEK, AnthropicConfig, Provider
 
@@ -76,7 +77,8 @@ def adapters(config: AnthropicConfig) -> list[MessagesAdapter]:
 
 class AnthropicPlugin:
     """Registers the config section and the two providers' adapters per harness, each built on
-    first use."""
+    first use. A provider that lists any model serves every id under its prefix
+    (``anthropic/<model>``): a model it does not list is sent as named."""
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -87,7 +89,7 @@ class AnthropicPlugin:
         config = harness.config.section(SECTION, AnthropicConfig)
         for provider, base_url, models, api_key in _served(config):
             register(
-                provider.ids(models),
+                [*provider.ids(models), f"{provider.prefix}/{ANY_MODEL}"],
                 DeferredAdapter(
                     functools.partial(_build, provider, config, base_url, models, api_key)
                 ),

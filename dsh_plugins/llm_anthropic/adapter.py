@@ -76,6 +76,16 @@ class MessagesAdapter:
         info = deepseek_models.model_info(model_id) if self.provider is DEEPSEEK else None
         return None if info is None else attrs.evolve(info, image_input=False)
 
+    def unavailable(self, model_id: str) -> str | None:
+        """Why the model cannot be called: the provider has no key."""
+        return None if self._api_key is not None else self._missing_key().message
+
+    def _missing_key(self) -> LlmFailure:
+        provider = self.provider
+        return missing_key_failure(
+            provider.name, provider.env_var, provider.key_name, provider.option
+        )
+
     def wire_model(self, model_id: str) -> str:
         """The name to send: the id without its prefix (a retired DeepSeek name as its
         successor, as the table says)."""
@@ -111,11 +121,7 @@ class MessagesAdapter:
         """Send the request and wait for a 2xx answer's headers; raise on anything else."""
         provider = self.provider
         if self._api_key is None:
-            raise LlmError(
-                missing_key_failure(
-                    provider.name, provider.env_var, provider.key_name, provider.option
-                )
-            )
+            raise LlmError(self._missing_key())
         headers = {
             "x-api-key": self._api_key,
             "anthropic-version": API_VERSION,

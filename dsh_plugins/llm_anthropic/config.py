@@ -31,7 +31,8 @@ class AnthropicConfig(Value):
     """Where and how the Messages API adapters connect: one for Anthropic (``anthropic/<model>``)
     and one for DeepSeek's Anthropic-format endpoint (``deepseek-anthropic/<model>``).
 
-    ``anthropic_models`` / ``deepseek_models``: the models each serves (empty: none). Keys
+    ``anthropic_models`` / ``deepseek_models``: the models each lists in ``dsh models``
+    (empty: the provider is not served); any other ``<prefix>/<model>`` is served too. Keys
     default to the ``ANTHROPIC_API_KEY`` / ``DEEPSEEK_API_KEY`` environment variables, else the
     key stored with ``dsh keys set anthropic`` / ``dsh keys set deepseek``, read when the
     adapters are built. ``max_tokens`` is sent when a request sets none (the API requires it).

@@ -2,9 +2,11 @@
 :mod:`dsh.sse` (no SDK).
 
 Built-in profiles for OpenAI, OpenRouter, Ollama, vLLM and llama.cpp's server; any other
-endpoint under ``custom``. Each named provider serves its models as ``<provider>/<model>``,
-with the capabilities the config gives them. Configured by section ``llm_providers``
-(:class:`LlmProvidersConfig`); see ``docs/plugins/llm_providers.md`` and ``docs/providers.md``.
+endpoint under ``custom``. Each named provider serves any model as ``<provider>/<model>``:
+those its table lists with the capabilities it gives them, any other with conservative
+defaults (:data:`~dsh_plugins.llm_providers.profiles.DEFAULT_CAPS`). Configured by section
+``llm_providers`` (:class:`LlmProvidersConfig`); see ``docs/plugins/llm_providers.md`` and
+``docs/providers.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsh.harness import Harness
 from dsh.lazy import imported
-from dsh.llm import DeferredAdapter
+from dsh.llm import ANY_MODEL, DeferredAdapter
 from dsh.markers import hookimpl
 from dsh_plugins.llm_providers.config import (
     BUILT_IN,
@@ -60,8 +62,9 @@ def _build(provider: Provider) -> ProviderAdapter:
 
 
 class LlmProvidersPlugin:
-    """Registers the section and one adapter per provider the config names, each built on
-    first use (a provider's settings are checked at start)."""
+    """Registers the section and one adapter per provider the config names, for its listed
+    models and every other id under its prefix, each built on first use (a provider's
+    settings are checked at start)."""
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -72,4 +75,5 @@ class LlmProvidersPlugin:
         config = harness.config.section(SECTION, LlmProvidersConfig)
         for name, settings in config.named().items():
             provider = resolve(name, settings)
-            register(provider.model_ids(), DeferredAdapter(functools.partial(_build, provider)))
+            ids = [*provider.model_ids(), f"{name}/{ANY_MODEL}"]
+            register(ids, DeferredAdapter(functools.partial(_build, provider)))

@@ -34,7 +34,8 @@ log = structlog.get_logger("dsh.llm_providers")
 
 
 class ProviderAdapter:
-    """Serves ``<provider>/<model>`` for every model the provider lists."""
+    """Serves ``<provider>/<model>`` for any model: those the provider lists with their
+    capabilities, any other with :data:`~dsh_plugins.llm_providers.profiles.DEFAULT_CAPS`."""
 
     def __init__(self, provider: Provider, api_key: str | None = None) -> None:
         self.provider = provider
@@ -51,11 +52,10 @@ class ProviderAdapter:
     def _model(self, model_id: str) -> str:
         return model_id.removeprefix(f"{self.provider.name}/")
 
-    def model_info(self, model_id: str) -> ModelInfo | None:
-        """The capabilities the config gives the model."""
-        caps = self.provider.models.get(self._model(model_id))
-        if caps is None:
-            return None
+    def model_info(self, model_id: str) -> ModelInfo:
+        """The capabilities the config gives the model (the defaults for one it does not
+        list)."""
+        caps = self.provider.caps(self._model(model_id))
         return ModelInfo(
             context_window=caps.context_window,
             max_output_tokens=caps.max_output_tokens,

@@ -74,7 +74,9 @@ class ProviderSettings(Value):
     so it must give ``base_url``). ``api_key_env`` names the environment variable holding the
     key; else the key stored with ``dsh keys set <provider>`` is used; local servers need none.
     ``models`` maps the model name the endpoint knows (it may contain ``/``, as OpenRouter's
-    do) to what it can do; each is served as ``<provider>/<model>``.
+    do) to what it can do; each is served as ``<provider>/<model>``. A model it does not list
+    is served too, as ``<provider>/<model>``, with conservative defaults (tools yes, images
+    no, JSON mode no, reasoning, windows and price unknown); an entry overrides them.
 
     Quirks: ``token_limit_field`` (``max_tokens`` or ``max_completion_tokens``),
     ``reasoning_field`` (see :data:`ReasoningField`), ``stream_options`` (send
@@ -114,8 +116,8 @@ class ProviderSettings(Value):
 @frozen(repr=False)
 class LlmProvidersConfig(Value):
     """Section ``llm_providers``: a built-in profile is served once its table is present
-    (``[llm_providers.ollama.models.qwen3]`` is enough); ``custom`` holds any other
-    OpenAI-compatible endpoint by name."""
+    (``[llm_providers.openrouter]`` is enough: any ``openrouter/<model>`` then works);
+    ``custom`` holds any other OpenAI-compatible endpoint by name."""
 
     openai: ProviderSettings | None = None
     openrouter: ProviderSettings | None = None

@@ -20,7 +20,7 @@ from dsh_plugins.llm_providers.config import (
     TokenLimitField,
 )
 
-__all__ = ["PROFILES", "Profile", "Provider", "resolve"]
+__all__ = ["DEFAULT_CAPS", "PROFILES", "Profile", "Provider", "resolve"]
 
 T = TypeVar("T")
 
@@ -67,6 +67,13 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+#: What a model the config does not list is taken to do: tools yes (an agent needs them; a
+#: model without sends an error the user sees at once), images no (each is sent as a note),
+#: JSON mode no (a ``json_object`` request fails before it is sent), reasoning unknown, windows
+#: and price unknown.
+DEFAULT_CAPS = ModelSettings(tools=True, image_input=False, json_mode=False)
+
+
 @frozen(repr=False)
 class Provider(Value):
     """A provider as the adapter uses it: every setting decided."""
@@ -91,8 +98,12 @@ class Provider(Value):
         return f"{env}store one with 'dsh keys set {self.name}'"
 
     def model_ids(self) -> list[str]:
-        """The ids its models are served under: ``<provider>/<model>``."""
+        """The ids its listed models are served under: ``<provider>/<model>``."""
         return [f"{self.name}/{model}" for model in self.models]
+
+    def caps(self, model: str) -> ModelSettings:
+        """What ``model`` (its wire name) can do: its table entry, else :data:`DEFAULT_CAPS`."""
+        return self.models.get(model, DEFAULT_CAPS)
 
 
 def _pick(value: T | None, default: T) -> T:
@@ -112,13 +123,6 @@ def resolve(name: str, settings: ProviderSettings) -> Provider:
                 ]
             )
         profile = Profile(settings.base_url, None, settings.api_key_env is not None)
-    if not settings.models:
-        raise ConfigError(
-            [
-                f"[llm_providers] provider {name!r} lists no models: add at least one, e.g. "
-                f'{{"llm_providers": {{"{name}": {{"models": {{"<model>": {{}}}}}}}}}}'
-            ]
-        )
     reasoning_field = _pick(settings.reasoning_field, profile.reasoning_field)
     return Provider(
         name=name,

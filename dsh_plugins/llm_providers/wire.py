@@ -31,7 +31,7 @@ def image_note(model: str) -> str:
 
 def body_for(provider: Provider, model: str, request: LlmRequest) -> Wire:
     """The JSON body of ``POST {base_url}/chat/completions`` for ``model`` (its wire name)."""
-    caps = provider.models[model]
+    caps = provider.caps(model)
     if request.response_format == "json_object" and not caps.json_mode:
         raise LlmError.of(
             "INVALID_REQUEST",

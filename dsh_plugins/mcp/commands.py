@@ -150,7 +150,7 @@ async def _serve(harness: Harness, args: argparse.Namespace) -> int:
     mode: PermissionMode = args.mode or config.mode or serve.DEFAULT_MODE
     async with harness:
         model = args.model or _default_model(harness)
-        if model not in harness.llm.models():
+        if not harness.llm.serves(model):
             known = ", ".join(harness.llm.models()) or "none"
             print(
                 f"dsh mcp serve: no adapter serves the model {model!r}: pass --model (known "

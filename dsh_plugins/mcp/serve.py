@@ -2,7 +2,8 @@
 Claude Code, Cursor, another dsh) can delegate a task to it.
 
 The server has one tool, ``ask(prompt, session_id?)``: it runs one turn of an agent of this
-harness and answers with the agent's last message. Without ``session_id`` a new conversation
+harness and answers with the agent's last message, and, when the agent has an ``output_type``,
+with the turn's typed value as ``structuredContent``. Without ``session_id`` a new conversation
 starts; with the id an earlier answer gave, the conversation goes on (a session stored by a
 persistence plugin is resumed). Turns of one conversation run one at a time.
 
@@ -36,11 +37,13 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+import dsh
 from dsh.agent import Agent, AgentOptions, PermissionMode
 from dsh.content import text_of
 from dsh.errors import DshError
 from dsh.events import (
     AssistantMessage,
+    OutputResult,
     PermissionModeChange,
     SessionEvent,
     TurnCompleted,
@@ -115,7 +118,8 @@ class Conversations:
         ctx: Context[Any, Any] | None = None,
     ) -> CallToolResult:
         """Run one turn; the answer, notes on calls that were not run, then the session id
-        to continue with."""
+        to continue with; the typed value (an agent with an ``output_type``) as structured
+        content."""
         try:
             agent = await self._agent(session_id)
         except DshError as exc:
@@ -139,7 +143,9 @@ class Conversations:
         if ended is not None:
             text = f"the turn ended {ended}\n{answer}".rstrip()
             return _result(text, *asking.notes, note, is_error=True)
-        return _result(answer, *asking.notes, note)
+        # The accepted value is a JSON object (a type that is not one is wrapped in "result").
+        typed = [e.data.value for e in events if isinstance(e.data, OutputResult)]
+        return _result(answer, *asking.notes, note, structured=typed[-1] if typed else None)
 
     async def _agent(self, session_id: str | None) -> Agent:
         if session_id is not None and session_id in self._agents:
@@ -165,14 +171,15 @@ class Conversations:
 
     @hookimpl
     async def dsh_tools_approve(self, execution: ToolExecution, reason: str) -> bool | None:
-        """Ask the MCP client whose ``ask`` runs the call's turn, through an elicitation; deny
-        (with a note in the answer) when it cannot be asked."""
+        """Ask the MCP client whose ``ask`` runs the call's turn, through an elicitation. When
+        it cannot be asked, answer ``None`` (nobody could be asked: denied) with a note in the
+        answer; ``False`` is the client's no."""
         root = self._root(execution.agent)
         if root is None:
             return None
         asking = self._asking.get(root.session.id)
         if asking is None:  # a sub-agent still working after its parent's turn ended
-            return False
+            return None
         call = f"{execution.name} {brief(execution.arguments, 300)}"
         why = _cannot_ask(asking.context)
         if asking.context is None or why is not None:
@@ -180,14 +187,14 @@ class Conversations:
                 f"not run: {call} needs approval ({reason}), and {why or 'nobody can be asked'}: "
                 "serve with another --mode, or allow it with a [permissions] rule"
             )
-            return False
+            return None
         message = f"The dsh agent wants to run {call}. It needs approval: {reason}. Allow it?"
         try:
             answer = await asking.context.elicit(message, Approval)
         except (MCPError, ValueError) as exc:
             text = exc.error.message if isinstance(exc, MCPError) else str(exc)
             asking.notes.append(f"not run: {call}: asking the MCP client failed ({text})")
-            return False
+            return None
         if answer.action == "accept" and answer.data.allow:
             return True
         asking.notes.append(f"not run: {call}: the MCP client did not approve it")
@@ -225,8 +232,11 @@ def _answer(events: Sequence[SessionEvent]) -> tuple[str, str | None]:
     return answer, ended
 
 
-def _result(*texts: str, is_error: bool = False) -> CallToolResult:
-    return CallToolResult(content=[TextContent(text=t) for t in texts], is_error=is_error)
+def _result(
+    *texts: str, is_error: bool = False, structured: dict[str, Any] | None = None
+) -> CallToolResult:
+    content: list[Any] = [TextContent(text=t) for t in texts]
+    return CallToolResult(content=content, is_error=is_error, structured_content=structured)
 
 
 def build(
@@ -241,6 +251,7 @@ def build(
     harness.plugins.register(conversations)
     server: MCPServer[Any] = MCPServer(
         name,
+        version=dsh.__version__,
         instructions="A dsh agent. Call ask with a task; continue with the session_id it gives.",
         log_level="WARNING",
     )

@@ -85,8 +85,8 @@ class ApprovalAsked(Value):
 @frozen(repr=False)
 class ApprovalDecided(Value):
     """Data of ``approval/decided``: whether call ``call_id`` (of tool ``name``) may run,
-    decided ``by`` a ``rule``, the ``mode`` or the ``approver`` (the host that was asked),
-    and why."""
+    decided ``by`` a ``rule``, the ``mode``, the ``approver`` (the host that answered) or
+    ``nobody`` (no host could ask: denied), and why."""
 
     type: ClassVar[str] = DECIDED
     call_id: str
@@ -162,6 +162,8 @@ class PermissionsPlugin:
         data = ApprovalAsked(execution.call_id, execution.name, execution.arguments, asking.reason)
         _append(execution, data)
         approved = await harness.hooks.tools_approve(execution, asking.reason)
+        if approved is None:
+            return Decision("deny", "nobody", asking.reason)
         return Decision("allow" if approved else "deny", "approver", asking.reason)
 
     def describe_tool(self, name: str, effect: Effect) -> str:

@@ -76,6 +76,9 @@ _DOES = {
     "execute": "runs commands",
     "other": "does something dsh cannot classify",
 }
+#: What an MCP tool (``mcp__<server>__<tool>``) of effect ``execute`` does: its server did not
+#: mark it read-only or non-destructive, which is not to say that it runs commands.
+_MCP_EXECUTES = "may change anything (its MCP server does not mark it read-only or non-destructive)"
 
 
 @frozen(repr=False)
@@ -111,7 +114,8 @@ class PermissionsConfig(Value):
 
 @frozen(repr=False)
 class Decision(Value):
-    """What to do with a call, who decided (``rule``, ``mode`` or ``approver``) and why."""
+    """What to do with a call, who decided (``rule``, ``mode``, ``approver``, or ``nobody``
+    when no host could ask) and why."""
 
     action: Action
     by: str
@@ -141,7 +145,7 @@ def decide(
     ``effective_mode``): the reason says so."""
     if config.mode == "plan" and effect != "read":
         who = "the agent is" if inherited_from is None else f"agent {inherited_from!r} above it is"
-        return Decision("deny", "plan", f"{tool} {_DOES[effect]} and {who} planning")
+        return Decision("deny", "plan", f"{tool} {_does(tool, effect)} and {who} planning")
     subject = subject_of(args)
     refusals: list[str] = []
     for number, rule in enumerate(config.rules, 1):
@@ -168,7 +172,7 @@ def _by_mode(
     inherited_from: str | None,
 ) -> Decision:
     action = _MODES[config.mode][effect]
-    reason = f'{tool} {_DOES[effect]} and the permissions mode is "{config.mode}"'
+    reason = f'{tool} {_does(tool, effect)} and the permissions mode is "{config.mode}"'
     if inherited_from is not None:
         reason += f" (the mode of agent {inherited_from!r}, which its sub-agents cannot exceed)"
     if action == "allow" and effect == "write" and config.mode == "workspace-write":
@@ -178,13 +182,24 @@ def _by_mode(
     return Decision(action, "mode", reason)
 
 
+def _does(tool: str, effect: Effect) -> str:
+    if effect == "execute" and tool.startswith("mcp__"):
+        return _MCP_EXECUTES
+    return _DOES[effect]
+
+
 def denial(decision: Decision, tool: str) -> str:
     """What a denied call tells the model: why, and what the user could change."""
-    if decision.by == "approver":
+    if decision.by in ("approver", "nobody"):
+        why = (
+            "the user declined it"
+            if decision.by == "approver"
+            else "nobody could be asked (a non-interactive run)"
+        )
         return (
-            f"{tool} needs approval ({decision.reason}) and was not approved: the user declined, "
-            "or nobody could be asked (a non-interactive run). Do not retry this call unless "
-            "the user asks for it; the user can allow it with a [permissions] rule or mode."
+            f"{tool} needs approval ({decision.reason}) and was not approved: {why}. Do not "
+            "retry this call unless the user asks for it; the user can allow it with a "
+            "[permissions] rule or mode."
         )
     if decision.by == "plan":
         return (

@@ -135,11 +135,12 @@ def _plugins(
     """Register the output (text or JSON), the approval policy and the guard that aborts the
     turn when the reader of ``stdout`` goes away, for this run."""
 
-    async def decide(execution: ToolExecution, reason: str) -> bool:
-        if not args.yes:
-            call = f"{execution.name} {one_line(execution.arguments, 80)}"
-            notes.line(notes.style.yellow(f"denied: {call} ({reason}); --yes approves"))
-        return bool(args.yes)
+    async def decide(execution: ToolExecution, reason: str) -> bool | None:
+        if args.yes:
+            return True
+        call = f"{execution.name} {one_line(execution.arguments, 80)}"
+        notes.line(notes.style.yellow(f"denied: {call} ({reason}); --yes approves"))
+        return None  # nobody could be asked: denied, and the model is told so
 
     output: AgentView | JsonFeed
     if args.json:

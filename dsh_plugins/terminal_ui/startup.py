@@ -86,7 +86,7 @@ def configured_agent(harness: Harness, agent_id: str | None) -> AgentConfig | No
 
 def model_problem(harness: Harness, model: str) -> str | None:
     """Why ``model`` cannot be used now (unknown, or needs a key nobody gave), else ``None``."""
-    if model not in harness.llm.models():
+    if not harness.llm.serves(model):
         known = ", ".join(usable_models(harness)) or "none"
         return f"no adapter serves model {model!r}; known models: {known}"
     unavailable = harness.llm.unavailable(model)

@@ -18,7 +18,8 @@ from dsh_plugins.terminal_ui.usage import UsageMeter
 
 __all__ = ["OUTPUT_CLOSED", "AgentView", "ApprovalPolicy", "Decide", "JsonFeed", "OutputGuard"]
 
-Decide = Callable[[ToolExecution, str], Awaitable[bool]]
+#: Answers an approval: ``True``/``False``, or ``None`` when nobody could be asked.
+Decide = Callable[[ToolExecution, str], Awaitable[bool | None]]
 #: Why ``dsh run`` aborts a turn when the reader of its output went away.
 OUTPUT_CLOSED = "the output was closed"
 

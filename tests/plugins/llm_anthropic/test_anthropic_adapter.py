@@ -6,19 +6,30 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 import attrs
 import pytest
+import structlog
 from aiohttp import web
 
+from dsh import Harness
 from dsh.chunks import Finish, FinishStop, StreamChunk, TextDelta
+from dsh.cli import main
 from dsh.content import Message, Text
 from dsh.errors import LlmError
 from dsh.request import LlmRequest
 from dsh.testing.mockserver import MockServer, reply
-from dsh_plugins.llm_anthropic import ANTHROPIC, DEEPSEEK, AnthropicConfig, MessagesAdapter
+from dsh_plugins.llm_anthropic import (
+    ANTHROPIC,
+    DEEPSEEK,
+    AnthropicConfig,
+    AnthropicPlugin,
+    MessagesAdapter,
+)
 from dsh_plugins.llm_anthropic.adapter import API_VERSION
+from dsh_plugins.terminal_ui import startup
 
 from .conftest import adapter_for
 from .support import HELLO, collect, collect_into
@@ -363,3 +374,55 @@ async def test_session_errors_while_streaming_are_stream_closed(serve: Serve) ->
     await adapter.aclose()
     assert raised.value.failure.code == "STREAM_CLOSED"
     assert isinstance(raised.value.__cause__, aiohttp.ClientError | type(None))
+
+
+async def test_any_anthropic_model_is_served_through_the_harness(
+    monkeypatch: pytest.MonkeyPatch, serve: Serve
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant")
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append((await request.json())["model"])
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(EVENTS)
+        return response
+
+    config = {"llm_anthropic": {"anthropic_base_url": await serve(handler)}}
+    async with Harness(load_entrypoints=False, plugins=[AnthropicPlugin()], config=config) as h:
+        assert "anthropic/claude-next-1" not in h.llm.models()  # listed: the table's only
+        assert h.llm.serves("anthropic/claude-next-1")  # served: under the prefix
+        assert h.llm.unavailable("anthropic/claude-next-1") is None
+        assert h.llm.model_info("anthropic/claude-next-1") is None  # unknown, not guessed
+        message = await h.llm.complete(LlmRequest("anthropic/claude-next-1", HELLO.messages))
+    assert message.message.content == (Text("Hello"),)
+    assert seen == ["claude-next-1"]
+
+
+async def test_without_a_key_the_models_are_unavailable_and_say_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-ds")
+    async with Harness(load_entrypoints=False, plugins=[AnthropicPlugin()]) as harness:
+        problem = harness.llm.unavailable("anthropic/claude-haiku-4-5")
+        offered = startup.usable_models(harness)  # what /model offers
+    assert problem is not None and "ANTHROPIC_API_KEY" in problem
+    assert "dsh keys set anthropic" in problem
+    assert offered == ["deepseek-anthropic/deepseek-flash", "deepseek-anthropic/deepseek-v4-pro"]
+
+
+def test_dsh_models_marks_the_models_without_a_key_unavailable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no dsh.toml
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
+    try:
+        assert main(["models"]) == 0
+    finally:
+        structlog.reset_defaults()  # the CLI configures logging process-wide
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("anthropic/claude-haiku-4-5"))
+    assert lines[at + 1].strip().startswith("unavailable: no Anthropic API key")

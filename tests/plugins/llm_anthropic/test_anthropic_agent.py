@@ -202,6 +202,8 @@ async def test_a_provider_without_models_is_not_registered() -> None:
     config = {"llm_anthropic": {"anthropic_models": [], "deepseek_models": ["deepseek-flash"]}}
     async with Harness(load_entrypoints=False, plugins=[AnthropicPlugin], config=config) as h:
         assert h.llm.models() == ["deepseek-anthropic/deepseek-flash"]
+        assert h.llm.prefixes() == ["deepseek-anthropic/"]
+        assert "anthropic/claude-haiku-4-5" not in h.llm.models()
     assert adapters(AnthropicConfig(anthropic_models=(), deepseek_models=())) == []
 
 

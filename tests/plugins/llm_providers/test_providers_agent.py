@@ -11,8 +11,9 @@ import pytest
 
 from dsh import AgentOptions, Harness, hookimpl
 from dsh.content import Reasoning, Text, ToolCall
+from dsh.errors import LlmError
 from dsh.events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd, TurnError
-from dsh.request import ToolSchema
+from dsh.request import LlmRequest, ToolSchema
 from dsh.tools import Tool, ToolExecution
 from dsh_plugins.llm_providers import BUILT_IN, LlmProvidersPlugin
 from tests.plugins.llm_providers.support import (
@@ -180,3 +181,36 @@ async def test_tool_results_reach_the_model_in_order() -> None:
     assert ends(events) == [TurnCompleted()]
     tools = [m for m in server.bodies[1]["messages"] if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in tools] == [("a", "p = 42"), ("b", "q = 42")]
+
+
+async def test_a_model_the_table_does_not_list_is_served_with_the_default_capabilities() -> None:
+    async with serve("openrouter") as server:
+        server.queue(
+            Reply(calls=(("call_1", "lookup", '{"q": "x"}'),)),
+            Reply(text="x is 42."),
+        )
+        config = {"llm_providers": {"openrouter": {"base_url": server.base_url}}}
+        options = AgentOptions(model="openrouter/anthropic/claude-sonnet-4")
+        events = await converse(server, config, options)
+    assert ends(events) == [TurnCompleted()]
+    assert messages(events)[1].content == (Text("x is 42."),)
+    first = server.bodies[0]
+    assert first["model"] == "anthropic/claude-sonnet-4"
+    assert first["tools"][0]["function"]["name"] == "lookup"  # tools: on by default
+
+
+async def test_a_table_entry_overrides_the_defaults_and_json_mode_is_off_without_one() -> None:
+    async with serve("ollama") as server:
+        config = config_for(server, models={"listed": {"tools": False, "json_mode": True}})
+        async with Harness([LlmProvidersPlugin()], config, load_entrypoints=False) as harness:
+            assert harness.llm.models() == ["ollama/listed"]
+            adapter = harness.llm.adapter_for("ollama/listed")
+            assert harness.llm.adapter_for("ollama/other") is adapter
+            schema = (LOOKUP,)
+            listed = LlmRequest("ollama/listed", (), tools=schema, response_format="json_object")
+            await harness.llm.complete(listed)
+            assert "tools" not in server.bodies[0]
+            unlisted = LlmRequest("ollama/other", (), response_format="json_object")
+            with pytest.raises(LlmError, match="ollama/other has no JSON mode"):
+                await harness.llm.complete(unlisted)
+    assert len(server.bodies) == 1

@@ -8,12 +8,14 @@ import pytest
 
 from dsh import Harness
 from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.errors import ConfigError, DshError, LlmError
+from dsh.errors import ConfigError, LlmError
+from dsh.llm import ModelInfo
 from dsh.request import LlmRequest, ToolSchema
 from dsh.tokens import Price
 from dsh_plugins.llm_providers import LlmProvidersPlugin, ProviderSettings, resolve
 from dsh_plugins.llm_providers.config import ModelSettings
 from dsh_plugins.llm_providers.failures import error_object, http_failure, not_a_stream
+from dsh_plugins.llm_providers.profiles import DEFAULT_CAPS
 from dsh_plugins.llm_providers.wire import body_for, image_note
 
 PICTURE = Image("data:image/png;base64,AAAA", "image/png")
@@ -150,11 +152,12 @@ def test_profiles_fill_what_the_table_leaves_unset() -> None:
     assert provider("ollama").key_hint == "store one with 'dsh keys set ollama'"
 
 
-def test_a_custom_provider_needs_a_base_url_and_every_provider_a_model() -> None:
+def test_a_custom_provider_needs_a_base_url_but_no_model() -> None:
     with pytest.raises(ConfigError, match="has no base_url"):
         resolve("mine", ProviderSettings(models={"m": ModelSettings()}))
-    with pytest.raises(ConfigError, match="lists no models"):
-        resolve("ollama", ProviderSettings())
+    bare = resolve("ollama", ProviderSettings())
+    assert (bare.models, bare.model_ids()) == ({}, [])
+    assert bare.caps("anything") is DEFAULT_CAPS
 
 
 @pytest.mark.parametrize(
@@ -175,13 +178,18 @@ async def test_bad_config_is_reported_at_start(config: dict[str, Any], message: 
     assert message in str(raised.value)
 
 
-async def test_a_provider_without_models_stops_the_start_with_a_clear_error() -> None:
+async def test_a_provider_without_models_serves_any_model_under_its_name() -> None:
     harness = Harness(
         [LlmProvidersPlugin()], {"llm_providers": {"ollama": {}}}, load_entrypoints=False
     )
-    with pytest.raises(DshError) as raised:
-        await harness.start()
-    assert "lists no models" in str(raised.value)
+    async with harness:
+        llm = harness.llm
+        assert llm.models() == [] and llm.prefixes() == ["ollama/"]
+        assert llm.serves("ollama/qwen3") and not llm.serves("vllm/qwen3")
+        assert llm.model_info("ollama/org/some-model") == ModelInfo(
+            image_input=False, thinking_default=None
+        )
+        assert llm.unavailable("ollama/qwen3") is None
 
 
 async def test_models_are_served_by_provider_with_their_capabilities() -> None:
@@ -210,7 +218,8 @@ async def test_models_are_served_by_provider_with_their_capabilities() -> None:
         assert harness.llm.unavailable("ollama/qwen3") is None
         assert harness.llm.pricing("ollama/qwen3") == Price(0.1, 0.4)  # the usage line's price
         [adapter] = [a for a in harness.llm.adapters() if "lab" in repr(a)]
-        assert adapter.model_info("lab/other") is None  # type: ignore[attr-defined]
+        defaults = adapter.model_info("lab/other")  # type: ignore[attr-defined]
+        assert defaults == ModelInfo(image_input=False)  # not listed: the defaults
 
 
 def test_failures_read_each_error_shape() -> None:

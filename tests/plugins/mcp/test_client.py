@@ -364,6 +364,10 @@ async def test_a_read_only_tool_runs_in_read_only_mode_and_a_destructive_one_ask
         echo = h.tools.get("mcp__local__echo")
     assert text(read) == "echo: a"
     assert destructive.code == "DENIED"
+    assert text(destructive).startswith(
+        "Error: permission denied: mcp__local__delete may change anything (its MCP server does "
+        "not mark it read-only or non-destructive)"
+    )
     assert approver.asked == []
     assert echo is not None and echo.concurrency_safe
 

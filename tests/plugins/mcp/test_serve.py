@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import io
 import json
 import shutil
@@ -23,8 +24,16 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
+import dsh
 from dsh import AgentOptions, Harness, hookimpl
-from dsh.testing import MemoryStore, ScriptedAdapter, error_response, text_response
+from dsh.output import FINAL_RESULT
+from dsh.testing import (
+    MemoryStore,
+    ScriptedAdapter,
+    error_response,
+    text_response,
+    tool_call_response,
+)
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer, reply
 from dsh_plugins.mcp import McpPlugin, commands, serve
@@ -104,6 +113,36 @@ async def test_a_failed_turn_is_an_error_result_with_what_was_said() -> None:
         result = await conversations.ask("hi")
     assert result.is_error
     assert texts(result)[0] == "the turn ended error: SERVER: the model is down"
+
+
+@dataclasses.dataclass
+class City:
+    name: str
+    population: int
+
+
+async def test_the_server_reports_dsh_s_version_and_a_typed_answer_as_structured_content() -> None:
+    script = [
+        tool_call_response("c1", FINAL_RESULT, {"name": "Oslo", "population": 700000}),
+        text_response("Oslo has about 700000 people."),
+    ]
+    typed = AgentOptions(model="scripted", output_type=City)
+    async with Harness(load_entrypoints=False, plugins=[Model(ScriptedAdapter(script))]) as h:
+        server = serve.build(h, typed)
+        async with (
+            serving(server) as url,
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            initialized = await session.initialize()
+            answer = await session.call_tool("ask", {"prompt": "Oslo?"})
+        plain = serve.Conversations(h, AgentOptions(model="scripted"))
+        untyped = await plain.ask("hi")  # the script has run out: an error, and no value
+    assert initialized.server_info.name == "dsh"
+    assert initialized.server_info.version == dsh.__version__ != ""
+    assert not answer.is_error
+    assert answer.structured_content == {"name": "Oslo", "population": 700000}
+    assert untyped.structured_content is None
 
 
 def free_port() -> int:

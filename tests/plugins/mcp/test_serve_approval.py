@@ -293,7 +293,7 @@ async def test_called_without_a_client_nobody_can_be_asked() -> None:
     assert texts(result)[1].endswith(
         "and nobody can be asked: serve with another --mode, or allow it with a [permissions] rule"
     )
-    assert (after, foreign, unowned) == (False, None, None)
+    assert (after, foreign, unowned) == (None, None, None)
     assert modes_in(other.session.events) == []  # an agent that is not served keeps its mode
 
 

@@ -17,8 +17,9 @@ from dsh import AgentOptions, Harness, ToolExecution, ToolOutcome
 from dsh.content import Text
 from dsh.errors import DshError
 from dsh.events import ToolResultEvent
+from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
-from dsh.tools import NoPolicyConfig, ToolRegistry
+from dsh.tools import NoPolicyConfig, Tool, ToolRegistry
 from dsh_plugins.permissions import PermissionsPlugin
 from dsh_plugins.tools_fs import FsToolsPlugin
 from dsh_plugins.tools_shell import ShellToolPlugin
@@ -67,6 +68,18 @@ async def test_writes_and_commands_are_denied_without_a_policy(
     assert_explained_denial(outcome, "shell", "runs commands")
     assert not (tmp_path / "a.txt").exists() and not (tmp_path / "ran").exists()
     assert (tmp_path / "b.txt").read_text() == "old\n"
+
+
+async def test_an_unmarked_mcp_tool_is_not_said_to_run_commands(
+    unpoliced: Harness, tmp_path: Path
+) -> None:
+    async def never(args: Any, execution: ToolExecution) -> str:
+        raise AssertionError("a denied call ran")
+
+    unpoliced.tools.register(Tool(ToolSchema("mcp__srv__deploy", "d"), never, effect="execute"))
+    outcome = await call(unpoliced, tmp_path, "mcp__srv__deploy")
+    does = "may change anything (its MCP server does not mark it read-only or non-destructive)"
+    assert_explained_denial(outcome, "mcp__srv__deploy", does)
 
 
 async def test_reads_and_unknown_tools_are_not_held_back(

@@ -137,7 +137,7 @@ async def test_workspace_write_writes_but_asks_before_commands(world: World) -> 
         'shell runs commands and the permissions mode is "workspace-write"',
     )
     assert world.events("approval/decided")[-1] == ApprovalDecided(
-        "c1", "shell", False, "approver", asked.reason
+        "c1", "shell", False, "nobody", asked.reason
     )
 
 
@@ -158,9 +158,19 @@ async def test_a_host_that_approves_lets_the_call_run(world: World, hosts: list[
     assert [d.allowed for d in world.events("approval/decided")] == [True]
 
 
-@pytest.mark.parametrize("hosts", [[Approver(False)], [Approver(None)]])
-async def test_a_host_that_declines_or_passes_denies(world: World) -> None:
-    assert (await world.call("shell", command="echo no")).code == "DENIED"
+@pytest.mark.parametrize(
+    ("hosts", "why", "by"),
+    [
+        ([Approver(False)], "the user declined it.", "approver"),
+        ([Approver(None)], "nobody could be asked (a non-interactive run).", "nobody"),
+    ],
+)
+async def test_a_host_that_declines_or_passes_denies(world: World, why: str, by: str) -> None:
+    denied = await world.call("shell", command="echo no")
+    assert denied.code == "DENIED"
+    # An explicit no says the user declined; no answer says nobody could be asked.
+    assert f"was not approved: {why} Do not retry" in text(denied)
+    assert [d.by for d in world.events("approval/decided")] == [by]
 
 
 @pytest.mark.parametrize("hosts", [[Approver(True)]])
@@ -193,7 +203,7 @@ async def test_rules_from_config(world: World) -> None:
     assert compound.code == "DENIED" and not (world.workspace / "x").exists()
     locked = await world.call("write_file", path="poetry.lock", content="x")
     assert locked.code == "DENIED" and "rule 2 of [permissions]" in text(locked)
-    assert [d.by for d in world.events("approval/decided")] == ["rule", "approver", "rule"]
+    assert [d.by for d in world.events("approval/decided")] == ["rule", "nobody", "rule"]
 
 
 async def test_a_bad_config_fails_at_start() -> None:

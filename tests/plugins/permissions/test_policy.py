@@ -53,6 +53,16 @@ def test_without_rules_the_mode_decides_by_effect(mode: Any, expected: dict[str,
     assert decision.reason == f't runs commands and the permissions mode is "{mode}"'
 
 
+def test_an_unmarked_mcp_tool_is_not_said_to_run_commands() -> None:
+    reason = decide(PermissionsConfig(), "mcp__srv__deploy", "execute", {}, WS).reason
+    assert reason == (
+        "mcp__srv__deploy may change anything (its MCP server does not mark it read-only or "
+        'non-destructive) and the permissions mode is "workspace-write"'
+    )
+    planned = decide(PermissionsConfig(mode="plan"), "mcp__srv__deploy", "execute", {}, WS)
+    assert "runs commands" not in planned.reason and "may change anything" in planned.reason
+
+
 def test_workspace_write_asks_before_writing_outside_the_workspace() -> None:
     config = PermissionsConfig()
     assert action(config, "w", "write", {"path": "inside/a.txt"}) == "allow"
@@ -139,5 +149,12 @@ def test_denials_say_why_and_what_the_user_can_change() -> None:
         "rules in the [permissions] configuration."
     )
     declined = denial(Decision("deny", "approver", "it runs commands"), "shell")
-    assert declined.startswith("shell needs approval (it runs commands) and was not approved")
-    assert "non-interactive" in declined
+    assert declined.startswith(
+        "shell needs approval (it runs commands) and was not approved: the user declined it. "
+    )
+    assert "nobody" not in declined and "non-interactive" not in declined
+    unasked = denial(Decision("deny", "nobody", "it runs commands"), "shell")
+    assert unasked.startswith(
+        "shell needs approval (it runs commands) and was not approved: nobody could be asked "
+        "(a non-interactive run). "
+    )

@@ -230,6 +230,16 @@ def test_ctrl_c_at_the_prompt_says_how_to_quit_and_a_second_quits() -> None:
     assert Terminal(make_harness(Kit())).run(driver) == 0
 
 
+def test_the_docs_say_what_ctrl_c_at_an_empty_prompt_does() -> None:
+    """One Ctrl-C at an empty prompt says how to quit (above); the docs must not promise that
+    it quits."""
+    docs = Path(__file__).parents[3] / "docs"
+    for page in (docs / "cli.md", docs / "plugins" / "terminal_ui.md"):
+        text = " ".join(page.read_text().split())
+        assert "(Ctrl-C again to quit · or Ctrl-D, /quit)" in text, page
+        assert "on an empty prompt it quits" not in text, page
+
+
 def test_typing_while_the_agent_works_steers_it() -> None:
     release = threading.Event()
 

@@ -97,7 +97,8 @@ async def test_an_unknown_agent_is_a_usage_error() -> None:
 
 async def test_model_aliases_work_in_model_options() -> None:
     kit = Kit([text_response("ok")])
-    aliases.store("o", "other", ["scripted", "other"])
+    served = ["scripted", "other"]
+    aliases.store("o", "other", served.__contains__, served)
     assert await run(kit, "-m", "o", "hi") == (0, "")
     assert kit.adapter.requests[-1].model == "other"
 
@@ -142,7 +143,8 @@ async def test_chat_model_offers_only_usable_models_and_takes_aliases(
     assert out.getvalue().splitlines()[-1] == "model: scripted (available: other, scripted)"
     await session.submit("/model sdk/x")
     assert out.getvalue().splitlines()[-1] == "sdk/x needs the frobnicator: pip install frobnicator"
-    aliases.store("o", "other", session.harness.llm.models())
+    llm = session.harness.llm
+    aliases.store("o", "other", llm.serves, llm.models())
     await session.submit("/model o")
     assert out.getvalue().splitlines()[-1] == "model: other"
     assert session.agent.options.model == "other"
@@ -150,7 +152,7 @@ async def test_chat_model_offers_only_usable_models_and_takes_aliases(
 
 async def test_options_reach_the_wire_through_dsh_run(tmp_path: Path) -> None:
     """End to end: a real ``dsh run`` process, a real HTTP request to the mock server."""
-    aliases.store("pro", "deepseek-v4-pro", ["deepseek-v4-pro"])
+    aliases.store("pro", "deepseek-v4-pro", "deepseek-v4-pro".__eq__, ["deepseek-v4-pro"])
     async with MockServer() as server:
         (tmp_path / "dsh.toml").write_text(
             f'[llm_deepseek]\nbase_url = "{server.url}"\napi_key = "sk-mock"\n'

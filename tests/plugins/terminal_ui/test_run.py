@@ -96,6 +96,20 @@ async def test_tool_calls_are_denied_without_yes_and_run_with_it() -> None:
     assert err.splitlines()[1] == "  ← 3"
 
 
+async def test_without_yes_the_model_is_told_nobody_could_be_asked() -> None:
+    """``dsh run`` asks nobody: the permissions plugin's denial must not say the user declined."""
+    from dsh_plugins.permissions import PermissionsPlugin
+
+    script = [tool_call_response("c1", "word_count", {"text": "a b"}), text_response("ok")]
+    kit = Kit(script, ask=False)
+    config = {"permissions": {"mode": "read-only"}}  # word_count's effect "other" asks
+    harness = make_harness(kit, config, extra=[PermissionsPlugin()])
+    code, _, _ = await run(harness, "count")
+    said = repr(kit.adapter.requests[1].messages[-1])  # the tool's result, sent back
+    assert code == 0 and "was not approved: nobody could be asked" in said
+    assert "declined" not in said
+
+
 async def test_json_streams_the_session_events() -> None:
     harness = make_harness(Kit([text_response("yo")]))
     code, out, err = await run(harness, "--json", "hi")

@@ -33,7 +33,7 @@ async def test_other_agents_are_left_alone() -> None:
         other.send("hi")
         await other.wait_idle()
         unwatched = ToolExecution("c", "tool", "{}", other)
-        assert await harness.hooks.tools_approve(unwatched, "why") is False
-        assert await harness.hooks.tools_approve(ToolExecution("c", "t", "{}"), "why") is False
+        assert await harness.hooks.tools_approve(unwatched, "why") is None
+        assert await harness.hooks.tools_approve(ToolExecution("c", "t", "{}"), "why") is None
         assert await harness.hooks.tools_approve(ToolExecution("c", "t", "{}", mine), "") is True
     assert out.getvalue() == feed_out.getvalue() == "" and asked == ["t"]

@@ -15,7 +15,7 @@ import pytest
 from dsh import AgentOptions, Harness
 from dsh.events import ToolResultEvent
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
-from dsh_plugins.tools_shell import ShellToolPlugin
+from dsh_plugins.tools_shell import ShellToolPlugin, process
 from dsh_plugins.tools_shell.output import HeadTail
 from dsh_plugins.tools_shell.process import run_command
 from tests.plugins.tools_shell.support import Call, alive, eventually, pids, running_with, text
@@ -92,10 +92,23 @@ async def test_children_that_outlive_the_leader_are_killed_too(call: Call, works
 
 
 @pytest.mark.parametrize("shell_config", [{"kill_grace_s": 0.1}])
-async def test_cancelling_the_call_kills_the_process_group(call: Call, workspace: Path) -> None:
+async def test_cancelling_the_call_kills_the_process_group(
+    call: Call, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cancelled while reading the output (the pid files can appear before the call is back from
+    # starting the command, which another test covers): wait until the call reads.
+    reading = asyncio.Event()
+    pump = process._pump
+
+    async def watched(stream: asyncio.StreamReader, output: Any) -> None:
+        reading.set()
+        await pump(stream, output)
+
+    monkeypatch.setattr(process, "_pump", watched)
     running = asyncio.ensure_future(call("shell", command=STUBBORN))
     child, shell = await pids(workspace / "child.pid", workspace / "shell.pid")
     assert alive(child) and alive(shell)
+    await reading.wait()
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running

@@ -1,6 +1,6 @@
 """Run the fuzz targets, each in a child process for a given time, and report what they did.
 
-``python fuzz/run.py [--seconds N] [TARGET ...]``: each target runs ``N`` seconds (default 60)
+``python fuzz/run_fuzz.py [--seconds N] [TARGET ...]``: each target runs ``N`` seconds (default 60)
 with a fresh corpus; the summary gives its executions and whether it found a crash. Exit 1 when
 any did; the crashing inputs are kept in ``fuzz/findings/<target>/``.
 """

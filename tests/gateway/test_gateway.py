@@ -249,7 +249,16 @@ async def test_one_tool(gateway: Gateway, mock: MockThread, model: str) -> None:
 
 @pytest.mark.parametrize("model", ROUTES)
 async def test_two_parallel_tools(gateway: Gateway, mock: MockThread, model: str) -> None:
-    turn = await run_turn(gateway, mock, model, "tool-calls-parallel", "text-v4")
+    # The two calls of the recorded transcript, answered as V4 does in thinking mode (with its
+    # reasoning): the transcript itself carries none, and the proxy drops the empty reasoning
+    # the mock adds to it, so through an openai/ upstream no client could continue it.
+    ids = ("call_00_JQSxFX1xOHGH6ajdpN88RMXO", "call_01_L8UtYbkfaMFr7hzsToGPWGfI")
+    asked = [
+        (call_id, "get_current_weather", "".join(fragments))
+        for call_id, fragments in zip(ids, V3_TOOL_ARGUMENTS, strict=True)
+    ]
+    parallel = reply(reasoning="Two cities: two calls at once.", tool_calls=asked)
+    turn = await run_turn(gateway, mock, model, parallel, "text-v4")
     turn.completed()
     first, last = turn.messages
     calls = [b for b in first.content if isinstance(b, ToolCall)]

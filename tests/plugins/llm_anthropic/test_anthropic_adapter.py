@@ -217,28 +217,28 @@ async def test_stream_faults_keep_what_streamed(
 @pytest.mark.parametrize("scenario", ["stall", "keep-alive-stall"])
 async def test_a_stalled_stream_times_out(mock_server: MockServer, scenario: str) -> None:
     mock_server.queue(scenario)
-    # The stall never ends by itself; 0.5 s leaves the headers and the partial answer time to
+    # The stall never ends by itself; 2 s leaves the headers and the partial answer time to
     # arrive on a loaded machine (they come under the same deadline).
-    adapter = adapter_for(mock_server, idle_timeout_s=0.5)
+    adapter = adapter_for(mock_server, idle_timeout_s=2.0)
     with pytest.raises(LlmError) as raised:
         await collect(adapter)
     await adapter.aclose()
     assert raised.value.failure.code == "TIMEOUT"
-    assert "no progress for 0.5 s" in raised.value.failure.message
+    assert "no progress for 2.0 s" in raised.value.failure.message
 
 
 async def test_a_queued_request_is_waited_for_and_a_stuck_queue_times_out(
     mock_server: MockServer,
 ) -> None:
-    # Keep-alives 50 ms apart (the scenarios' default) for longer than the idle timeout, which
-    # they never come near; the queue that ends is waited for as long as it takes.
-    patient = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=30.0)
+    # Keep-alives 50 ms apart (the scenarios' default) for 0.75 s: traffic, never near the
+    # idle timeout even on a loaded machine; the queue that ends is waited for.
+    patient = adapter_for(mock_server, idle_timeout_s=5.0, first_data_timeout_s=30.0)
     mock_server.queue({"name": "queued", "wait_s": 0.75})
     chunks = await collect(patient)
     await patient.aclose()
     assert chunks[-1] == Finish(FinishStop())
     # The queue that never ends: only the first-data deadline stops it.
-    adapter = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=0.6)
+    adapter = adapter_for(mock_server, idle_timeout_s=2.0, first_data_timeout_s=3.0)
     mock_server.queue("queued-stall")
     with pytest.raises(LlmError) as raised:
         await collect(adapter)
@@ -268,10 +268,10 @@ async def test_pings_hold_off_the_first_data_but_are_not_progress_after_it(serve
 
     # Pings 50 ms apart against an idle timeout they never come near on a loaded machine; after
     # the first data they go on forever, so only the deadline ends the second stream.
-    waited = anthropic(await serve(queued), idle_timeout_s=0.5)
+    waited = anthropic(await serve(queued), idle_timeout_s=5.0)
     assert (await collect(waited, CLAUDE))[-1] == Finish(FinishStop())
     await waited.aclose()
-    stuck = anthropic(await serve(stalled), idle_timeout_s=0.5)
+    stuck = anthropic(await serve(stalled), idle_timeout_s=2.0)
     with pytest.raises(LlmError) as raised:
         await collect(stuck, CLAUDE)
     await stuck.aclose()

@@ -181,7 +181,7 @@ async def test_queued_keep_alives_before_the_first_data_wait_past_the_idle_timeo
 ) -> None:
     # Keep-alives 50 ms apart for longer than the idle timeout, which they never come near.
     mock_server.queue({"name": "queued", "wait_s": 0.75, "interval_s": 0.05})
-    adapter = adapter_for(mock_server, idle_timeout_s=0.5)
+    adapter = adapter_for(mock_server, idle_timeout_s=5.0)
     chunks = await collect(adapter)
     await adapter.aclose()
     assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "Served after the queue."
@@ -192,36 +192,36 @@ async def test_queued_too_long_times_out_after_first_data_timeout_s(
 ) -> None:
     # Keep-alives 50 ms apart forever: only the first-data deadline can end the stream.
     mock_server.queue({"name": "queued-stall", "interval_s": 0.05})
-    adapter = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=0.6)
+    adapter = adapter_for(mock_server, idle_timeout_s=2.0, first_data_timeout_s=3.0)
     started = time.monotonic()
     error = await failure(adapter)
-    assert time.monotonic() - started >= 0.6
+    assert time.monotonic() - started >= 3.0
     assert error.failure.code == "TIMEOUT"
-    assert "no data within 0.6 s: the request stayed queued" in error.failure.message
+    assert "no data within 3.0 s: the request stayed queued" in error.failure.message
 
 
 async def test_queued_silence_before_the_first_data_is_still_a_stall(
     mock_server: MockServer,
 ) -> None:
     mock_server.queue(Scenario("silent", (KEEP_ALIVE,), ending="stall"))
-    # 0.5 s, not less: the headers come under the same deadline, and a loaded machine may
-    # take a while to send them (the stall after them never ends by itself).
-    adapter = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=30.0)
+    # 2 s: the headers come under the same deadline, and a loaded machine may take a while to
+    # send them (the stall after them never ends by itself).
+    adapter = adapter_for(mock_server, idle_timeout_s=2.0, first_data_timeout_s=30.0)
     started = time.monotonic()
     error = await failure(adapter)
-    assert time.monotonic() - started < 10.0  # long before the first-data deadline
-    assert error.failure.message == "the stream made no progress for 0.5 s"
+    assert time.monotonic() - started < 20.0  # long before the first-data deadline
+    assert error.failure.message == "the stream made no progress for 2.0 s"
 
 
 async def test_queued_keep_alives_after_data_started_do_not_extend_the_idle_timeout(
     mock_server: MockServer,
 ) -> None:
     mock_server.queue("keep-alive-stall")
-    adapter = adapter_for(mock_server, idle_timeout_s=0.5, first_data_timeout_s=30.0)
+    adapter = adapter_for(mock_server, idle_timeout_s=2.0, first_data_timeout_s=30.0)
     started = time.monotonic()
     error = await failure(adapter)
-    assert time.monotonic() - started < 10.0  # long before the first-data deadline
-    assert error.failure.message == "the stream made no progress for 0.5 s"
+    assert time.monotonic() - started < 20.0  # long before the first-data deadline
+    assert error.failure.message == "the stream made no progress for 2.0 s"
 
 
 def test_queued_first_data_timeout_defaults_to_the_api_s_ten_minutes() -> None:

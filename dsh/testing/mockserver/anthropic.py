@@ -32,14 +32,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
 from attrs import evolve
 
 from dsh.testing.mockserver.scenario import Scenario
-from dsh.testing.mockserver.wire import dumps
+from dsh.testing.mockserver.wire import dumps, frame_data, frame_payload, payload_of
 
 __all__ = [
     "ERROR_TYPES",
@@ -66,7 +65,6 @@ ERROR_TYPES = (
     ("invalid_request", "invalid_request_error"),
 )
 _OVERLOADED = "insufficient_system_resource"
-_LINE_END = re.compile(r"\r\n|\r|\n")
 _BROKEN = (
     'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"ty\n\n'
 )
@@ -145,22 +143,13 @@ def _usage(usage: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def _data(frame: str) -> str | None:
-    """The data of a one-event frame (``None``: no data lines: a comment, ``retry:``...)."""
-    # SSE lines end only in CR, LF or CRLF (str.splitlines would also split at U+0085...).
-    lines = [line for line in _LINE_END.split(frame) if line.startswith("data:")]
-    if not lines:
-        return None
-    return "\n".join(line[5:].removeprefix(" ") for line in lines)
-
-
 class _Encoder:
     """Rewrites one streamed answer's frames."""
 
     def __init__(self, frames: tuple[str, ...], thinking: bool) -> None:
         self._frames = frames
         self._thinking_mode = thinking
-        self._payloads = [p for p in map(_payload, frames) if isinstance(p, dict)]
+        self._payloads = [p for p in map(frame_payload, frames) if isinstance(p, dict)]
         self._usage: dict[str, Any] = {}
         for payload in self._payloads:
             self._usage = payload.get("usage") or self._usage
@@ -176,7 +165,7 @@ class _Encoder:
     def frames(self) -> Iterator[str]:
         done = False
         for frame in self._frames:
-            data = _data(frame)
+            data = frame_data(frame)
             if self._failed:
                 return  # the API ends the stream after an error event
             if done or data is None:
@@ -192,7 +181,7 @@ class _Encoder:
 
     def _frame(self, data: str) -> Iterator[str]:
         yield from self._start()
-        payload = _payload_of(data)
+        payload = payload_of(data)
         if not isinstance(payload, dict):
             yield _BROKEN
             return
@@ -303,18 +292,6 @@ def _overloaded() -> str:
     return event_frame({"type": "error", "error": error})
 
 
-def _payload(frame: str) -> Any:
-    data = _data(frame)
-    return None if data is None else _payload_of(data)
-
-
-def _payload_of(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
 def _tool_arguments(payloads: list[dict[str, Any]]) -> dict[Any, list[str]]:
     """Every call's argument fragments by its wire index, in order."""
     arguments: dict[Any, list[str]] = {}
@@ -334,10 +311,10 @@ def message_json(scenario: Scenario) -> str:
     blocks: dict[int, dict[str, Any]] = {}
     arguments: dict[int, str] = {}
     for frame in scenario.frames:
-        data = _data(frame)
+        data = frame_data(frame)
         if data is None:
             continue
-        event = _payload_of(data)
+        event = payload_of(data)
         if not isinstance(event, dict):
             return data
         kind = event.get("type")

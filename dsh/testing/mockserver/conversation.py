@@ -31,7 +31,7 @@ from typing import Any
 from attrs import evolve
 
 from dsh.testing.mockserver.scenario import Scenario, reply
-from dsh.testing.mockserver.wire import dumps
+from dsh.testing.mockserver.wire import dumps, frame_payload
 
 __all__ = [
     "THINKING_BY_DEFAULT",
@@ -67,22 +67,13 @@ def in_thinking_mode(scenario: Scenario) -> Scenario:
     if not any('"tool_calls"' in frame for frame in frames):
         return scenario
     for position, frame in enumerate(frames):
-        payload = _payload(frame)
+        payload = frame_payload(frame)
         choices = payload.get("choices") if isinstance(payload, dict) else None
         if choices and isinstance(choices[0].get("delta"), dict):
             choices[0]["delta"] = {**choices[0]["delta"], "reasoning_content": ""}
             changed = f"data: {dumps(payload)}\n\n"
             return evolve(scenario, frames=(*frames[:position], changed, *frames[position + 1 :]))
     return scenario
-
-
-def _payload(frame: str) -> Any:
-    if not frame.startswith("data: {"):
-        return None
-    try:
-        return json.loads(frame[len("data: ") :])
-    except ValueError:
-        return None
 
 
 def scripted(body: Mapping[str, Any]) -> Scenario:

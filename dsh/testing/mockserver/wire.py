@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from attrs import frozen
@@ -12,11 +13,15 @@ from dsh.value import Value
 __all__ = [
     "DONE_FRAME",
     "KEEP_ALIVE",
+    "LINE_END",
     "TRACE_ID_HEADER",
     "ChunkStyle",
     "data_frame",
     "dumps",
     "frame_bytes",
+    "frame_data",
+    "frame_payload",
+    "payload_of",
     "usage_json",
 ]
 
@@ -100,3 +105,30 @@ class ChunkStyle(Value):
         if usage is not None or self.usage_null:
             payload["usage"] = usage
         return data_frame(payload)
+
+
+#: Where an SSE line ends: CR, LF or CRLF.
+LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def frame_data(frame: str) -> str | None:
+    """The data of a one-event frame (``None``: no data lines: a comment, ``retry:``...)."""
+    # SSE lines end only in CR, LF or CRLF (str.splitlines would also split at U+0085...).
+    lines = [line for line in LINE_END.split(frame) if line.startswith("data:")]
+    if not lines:
+        return None
+    return "\n".join(line[5:].removeprefix(" ") for line in lines)
+
+
+def frame_payload(frame: str) -> Any:
+    """The decoded JSON of a frame's data (``None``: no data, or not JSON)."""
+    data = frame_data(frame)
+    return None if data is None else payload_of(data)
+
+
+def payload_of(data: str) -> Any:
+    """``data`` decoded as JSON, ``None`` when it is not."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None

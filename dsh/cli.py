@@ -17,11 +17,11 @@ from contextlib import suppress
 from importlib.metadata import entry_points
 from typing import Any
 
-from dsh import aliases, keys, recovery
+from dsh import aliases, keys, modelcache, recovery
 from dsh.agent import AgentOptions
 from dsh.config import find_config
 from dsh.configdoc import masked_config
-from dsh.errors import DshError, HookError
+from dsh.errors import DshError, HookError, LlmError
 from dsh.events import (
     AssistantChunk,
     AssistantMessage,
@@ -35,7 +35,7 @@ from dsh.eventtext import brief, describe, outcome
 from dsh.family import family_lines
 from dsh.harness import Command, Harness
 from dsh.hooks import HOOK_STYLES
-from dsh.llm import ModelInfo
+from dsh.llm import ANY_MODEL, ModelInfo
 from dsh.logs import configure_logging
 from dsh.plugins import ENTRY_POINT_GROUP
 from dsh.session import Session, failures
@@ -394,10 +394,26 @@ def _models(harness: Harness, args: argparse.Namespace) -> int:
     try:
         if args.action == "alias":
             return _alias(harness, args)
+        if args.refresh is not None:
+            return asyncio.run(_refresh(harness, args.refresh))
         _print_models(harness)
     except UserConfigError as exc:
         print(f"dsh models: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+async def _refresh(harness: Harness, provider: str) -> int:
+    """``dsh models --refresh PROVIDER``: fetch the provider's model list and cache it."""
+    try:
+        models = await harness.llm.list_models(provider)
+    except LlmError as exc:
+        print(f"dsh models --refresh: {exc.failure.message}", file=sys.stderr)
+        return 1
+    finally:
+        await harness.llm.aclose()
+    path = modelcache.write(provider, models)
+    print(f"{len(models)} models of {provider} cached in {path}")
     return 0
 
 
@@ -429,6 +445,9 @@ def _print_models(harness: Harness) -> None:
         unavailable = harness.llm.unavailable(model)
         if unavailable is not None:
             print(f"    unavailable: {unavailable}")
+    prefixes = ", ".join(prefix + ANY_MODEL for prefix in harness.llm.prefixes())
+    if prefixes:
+        print(f"    and any model under {prefixes} (default capabilities unless listed)")
     for name, target in sorted(table.items()):
         if not harness.llm.serves(target):
             print(f"alias {name} -> {target}: no loaded adapter serves {target!r}")
@@ -459,6 +478,12 @@ def _yes_no(flag: bool | None, yes: str = "yes", no: str = "no") -> str:
 
 
 def _models_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--refresh",
+        metavar="PROVIDER",
+        help="fetch PROVIDER's model list (e.g. openrouter) and cache the capabilities it "
+        "reports; the config's model tables still override",
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.add_parser("list", help="the models, their capabilities and aliases (the default)")
     alias = actions.add_parser("alias", help="name a model: dsh models alias set NAME MODEL")

@@ -41,7 +41,7 @@ class ModelInfo(Value):
     reads images; ``thinking_default``: whether it reasons when a request leaves ``thinking``
     unset; ``pricing``: what its tokens cost (the usage line and budgets use it when no price
     is configured); ``json_mode``: the model has a JSON output mode (typed results may use it,
-    see :mod:`dsh.output`).
+    see :mod:`dsh.output`); ``tools``: it takes tool schemas.
     """
 
     context_window: int | None = None
@@ -50,6 +50,7 @@ class ModelInfo(Value):
     thinking_default: bool | None = None
     pricing: Pricing | None = None
     json_mode: bool | None = None
+    tools: bool | None = None
 
 
 @runtime_checkable
@@ -57,8 +58,10 @@ class LlmAdapter(Protocol):
     """What an adapter must offer: one provider attempt per ``stream`` call.
 
     Adapters may also define ``async aclose()`` (awaited at harness stop),
-    ``model_info(model_id) -> ModelInfo | None`` and ``unavailable(model_id) -> str | None``
-    (why the model cannot be used here, such as a missing optional dependency).
+    ``model_info(model_id) -> ModelInfo | None``, ``unavailable(model_id) -> str | None``
+    (why the model cannot be used here, such as a missing optional dependency) and
+    ``async list_models() -> dict[str, ModelInfo]`` (the models the provider's endpoint lists,
+    by wire name, with what it reports of each: see :mod:`dsh.modelcache`).
     """
 
     def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]: ...
@@ -159,6 +162,25 @@ class LlmService:
     def prefixes(self) -> list[str]:
         """The registered prefixes, each with its ``/`` (``openrouter/``)."""
         return sorted(self._prefixes)
+
+    async def list_models(self, provider: str) -> dict[str, ModelInfo]:
+        """What the endpoint of ``provider`` (a registered prefix, without its ``/``) lists:
+        wire names → what it reports. An ``LlmError`` when no adapter serves the prefix, when
+        its adapter cannot list models, or when the listing fails."""
+        found = self._prefixes.get(f"{provider}/")
+        if found is None:
+            known = ", ".join(prefix.rstrip("/") for prefix in self.prefixes()) or "none"
+            raise LlmError.of(
+                "NO_ADAPTER", f"no adapter serves provider {provider!r}; providers: {known}"
+            )
+        adapter = found.adapter if found.adapter is not None else found.build(f"{provider}/*")
+        listing: Any = getattr(adapter, "list_models", None)
+        if listing is None:
+            raise LlmError.of(
+                "INVALID_REQUEST", f"the adapter of {provider!r} cannot list its provider's models"
+            )
+        models: dict[str, ModelInfo] = await listing()
+        return models
 
     def serves(self, model: str) -> bool:
         """Whether an adapter serves ``model``: registered exactly, or under a prefix."""

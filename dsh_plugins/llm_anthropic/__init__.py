@@ -14,9 +14,10 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dsh import modelcache
 from dsh.harness import Harness
 from dsh.lazy import imported
-from dsh.llm import ANY_MODEL, DeferredAdapter
+from dsh.llm import ANY_MODEL, DeferredAdapter, ModelInfo
 from dsh.markers import hookimpl
 from dsh_plugins.llm_anthropic.config import ANTHROPIC, DEEPSEEK, AnthropicConfig, Provider
 
@@ -61,10 +62,11 @@ def _build(
     base_url: str,
     models: tuple[str, ...],
     api_key: str | None,
+    listed: dict[str, ModelInfo] | None = None,
 ) -> MessagesAdapter:
     from dsh_plugins.llm_anthropic.adapter import MessagesAdapter
 
-    return MessagesAdapter(provider, config, base_url, models, api_key)
+    return MessagesAdapter(provider, config, base_url, models, api_key, listed)
 
 
 def adapters(config: AnthropicConfig) -> list[MessagesAdapter]:
@@ -88,9 +90,13 @@ class AnthropicPlugin:
     def dsh_register_llm_adapters(self, register: Callable[..., Any], harness: Harness) -> None:
         config = harness.config.section(SECTION, AnthropicConfig)
         for provider, base_url, models, api_key in _served(config):
+            listed = modelcache.read(provider.prefix)
             register(
-                [*provider.ids(models), f"{provider.prefix}/{ANY_MODEL}"],
+                [
+                    *provider.ids(dict.fromkeys([*models, *listed])),
+                    f"{provider.prefix}/{ANY_MODEL}",
+                ],
                 DeferredAdapter(
-                    functools.partial(_build, provider, config, base_url, models, api_key)
+                    functools.partial(_build, provider, config, base_url, models, api_key, listed)
                 ),
             )

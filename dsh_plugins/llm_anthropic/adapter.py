@@ -32,6 +32,7 @@ from dsh_plugins.llm_anthropic.failures import (
     missing_key_failure,
     not_event_stream_failure,
 )
+from dsh_plugins.llm_anthropic.listing import page_of
 from dsh_plugins.llm_anthropic.request import request_body
 from dsh_plugins.llm_deepseek import models as deepseek_models
 
@@ -52,11 +53,14 @@ class MessagesAdapter:
         base_url: str,
         models: tuple[str, ...],
         api_key: str | None,
+        listed: dict[str, ModelInfo] | None = None,
     ) -> None:
         self.provider = provider
         self.config = config
         self.base_url = base_url.rstrip("/")
         self.models = models
+        #: What the provider's cached listing (``dsh models --refresh``) reported, by wire name.
+        self.listed = listed or {}
         # Read once, here; never logged, never part of a request that reaches the session.
         self._api_key = api_key or keys.api_key(provider.key_name, provider.env_var)
         self._http = HttpClient(
@@ -67,14 +71,16 @@ class MessagesAdapter:
         return f"<MessagesAdapter {self.provider.prefix} {self.base_url}>"
 
     def model_ids(self) -> list[str]:
-        return self.provider.ids(self.models)
+        return self.provider.ids(dict.fromkeys([*self.models, *self.listed]))
 
     def model_info(self, model_id: str) -> ModelInfo | None:
         """DeepSeek's models through this endpoint are the models of the DeepSeek table, but
-        read no images: the endpoint does not support image content. Anthropic's are not
-        described here (``None``)."""
+        read no images: the endpoint does not support image content. Other models are
+        described by what the cached listing reported, if it names them (else ``None``)."""
         info = deepseek_models.model_info(model_id) if self.provider is DEEPSEEK else None
-        return None if info is None else attrs.evolve(info, image_input=False)
+        if info is not None:
+            return attrs.evolve(info, image_input=False)
+        return self.listed.get(model_id.removeprefix(f"{self.provider.prefix}/"))
 
     def unavailable(self, model_id: str) -> str | None:
         """Why the model cannot be called: the provider has no key."""
@@ -113,6 +119,51 @@ class MessagesAdapter:
         finally:
             reader.finish(complete=translator.done)
 
+    async def list_models(self) -> dict[str, ModelInfo]:
+        """The provider's ``GET /v1/models``, every page: its models by wire name."""
+        models: dict[str, ModelInfo] = {}
+        after: str | None = ""
+        while after is not None:
+            query = "?limit=1000" + (f"&after_id={after}" if after else "")
+            page, after = page_of(self.provider.name, await self._get(f"/v1/models{query}"))
+            models.update(page)
+        return models
+
+    async def _get(self, path: str) -> Any:
+        """The JSON of a ``GET`` on the provider; an ``LlmError`` on anything else."""
+        provider = self.provider
+        if self._api_key is None:
+            raise LlmError(self._missing_key())
+        url = f"{self.base_url}{path}"
+        timeout_s = self.config.idle_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                headers = {**self._headers(self._api_key), "accept": "application/json"}
+                async with self._http.session().get(url, headers=headers) as response:
+                    body = await response.read()
+        except TimeoutError as exc:
+            raise LlmError.of("TIMEOUT", f"no answer from {url} within {timeout_s} s") from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "TRANSPORT", f"cannot reach {provider.name} at {url}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if response.status >= 300:
+            raise LlmError(
+                http_failure(
+                    provider.name, response.status, response.reason or "", response.headers, body
+                )
+            )
+        try:
+            return decode_json(body)
+        except ValueError as exc:
+            raise LlmError.of(
+                "MALFORMED_RESPONSE", f"{provider.name}'s answer is not JSON: {body[:200]!r}"
+            ) from exc
+
+    @staticmethod
+    def _headers(api_key: str) -> dict[str, str]:
+        return {"x-api-key": api_key, "anthropic-version": API_VERSION}
+
     async def aclose(self) -> None:
         """Close the HTTP session (the harness awaits this at stop)."""
         await self._http.aclose()
@@ -123,8 +174,7 @@ class MessagesAdapter:
         if self._api_key is None:
             raise LlmError(self._missing_key())
         headers = {
-            "x-api-key": self._api_key,
-            "anthropic-version": API_VERSION,
+            **self._headers(self._api_key),
             "content-type": "application/json",
             "accept": "text/event-stream",
         }

@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dsh import modelcache
 from dsh.harness import Harness
 from dsh.lazy import imported
 from dsh.llm import ANY_MODEL, DeferredAdapter
@@ -62,9 +63,9 @@ def _build(provider: Provider) -> ProviderAdapter:
 
 
 class LlmProvidersPlugin:
-    """Registers the section and one adapter per provider the config names, for its listed
-    models and every other id under its prefix, each built on first use (a provider's
-    settings are checked at start)."""
+    """Registers the section and one adapter per provider the config names, for the models
+    its table and its cached listing (``dsh models --refresh``) name and every other id under
+    its prefix, each built on first use (a provider's settings are checked at start)."""
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -74,6 +75,6 @@ class LlmProvidersPlugin:
     def dsh_register_llm_adapters(self, register: Callable[..., Any], harness: Harness) -> None:
         config = harness.config.section(SECTION, LlmProvidersConfig)
         for name, settings in config.named().items():
-            provider = resolve(name, settings)
+            provider = resolve(name, settings, modelcache.read(name))
             ids = [*provider.model_ids(), f"{name}/{ANY_MODEL}"]
             register(ids, DeferredAdapter(functools.partial(_build, provider)))

@@ -24,6 +24,7 @@ from dsh.request import LlmRequest
 from dsh.sse import SseEvent
 from dsh.streaming import EventReader, HttpClient, decode_json
 from dsh_plugins.llm_providers.failures import QUOTE, http_failure, not_a_stream
+from dsh_plugins.llm_providers.listing import listed_models
 from dsh_plugins.llm_providers.profiles import Provider
 from dsh_plugins.llm_providers.translate import Translator
 from dsh_plugins.llm_providers.wire import body_for
@@ -94,6 +95,35 @@ class ProviderAdapter:
                 yield chunk
         finally:
             reader.finish(complete=reader.parser.done)
+
+    async def list_models(self) -> dict[str, ModelInfo]:
+        """The provider's ``GET /models``: its models by wire name, with what it reports."""
+        provider = self.provider
+        missing = self.unavailable(provider.name)
+        if missing is not None:
+            raise LlmError.of("AUTH", missing)
+        url = f"{provider.base_url}/models"
+        timeout_s = provider.settings.idle_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                headers = {**self._headers(), "Accept": "application/json"}
+                async with self._http.session().get(url, headers=headers) as response:
+                    body = await response.read()
+        except TimeoutError as exc:
+            raise LlmError.of("TIMEOUT", f"no answer from {url} within {timeout_s} s") from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "TRANSPORT", f"cannot reach {provider.name} at {url}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if response.status >= 300:
+            raise LlmError(http_failure(provider.name, response.status, response.headers, body))
+        try:
+            payload = decode_json(body)
+        except ValueError as exc:
+            raise LlmError.of(
+                "MALFORMED_RESPONSE", f"{provider.name}'s model list is not JSON: {body[:200]!r}"
+            ) from exc
+        return listed_models(provider.name, payload)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from attrs import frozen
+from attrs import field, frozen
 
 from dsh.errors import ConfigError
+from dsh.llm import ModelInfo
+from dsh.tokens import Price
 from dsh.value import Value
 from dsh_plugins.llm_providers.config import (
     ModelSettings,
@@ -20,7 +22,7 @@ from dsh_plugins.llm_providers.config import (
     TokenLimitField,
 )
 
-__all__ = ["DEFAULT_CAPS", "PROFILES", "Profile", "Provider", "resolve"]
+__all__ = ["DEFAULT_CAPS", "PROFILES", "Profile", "Provider", "listed_caps", "resolve"]
 
 T = TypeVar("T")
 
@@ -90,6 +92,8 @@ class Provider(Value):
     send_reasoning: bool
     reasoning_passback: ReasoningPassback
     settings: ProviderSettings
+    #: The models ``dsh models --refresh`` cached for this provider (see :mod:`dsh.modelcache`).
+    listed: dict[str, ModelSettings] = field(factory=dict)
 
     @property
     def key_hint(self) -> str:
@@ -98,21 +102,41 @@ class Provider(Value):
         return f"{env}store one with 'dsh keys set {self.name}'"
 
     def model_ids(self) -> list[str]:
-        """The ids its listed models are served under: ``<provider>/<model>``."""
-        return [f"{self.name}/{model}" for model in self.models]
+        """The ids its models are served under (``<provider>/<model>``): those of its table
+        and those its cached listing names."""
+        return [f"{self.name}/{model}" for model in {**self.listed, **self.models}]
 
     def caps(self, model: str) -> ModelSettings:
-        """What ``model`` (its wire name) can do: its table entry, else :data:`DEFAULT_CAPS`."""
-        return self.models.get(model, DEFAULT_CAPS)
+        """What ``model`` (its wire name) can do: its table entry, else what the provider's
+        cached listing reported, else :data:`DEFAULT_CAPS`."""
+        found = self.models.get(model)
+        return found if found is not None else self.listed.get(model, DEFAULT_CAPS)
+
+
+def listed_caps(info: ModelInfo) -> ModelSettings:
+    """What a provider's model listing reported, as a table entry: anything it did not report
+    is :data:`DEFAULT_CAPS`'s (only a flat price is kept)."""
+    return ModelSettings(
+        context_window=info.context_window,
+        max_output_tokens=info.max_output_tokens,
+        tools=_pick(info.tools, DEFAULT_CAPS.tools),
+        image_input=_pick(info.image_input, DEFAULT_CAPS.image_input),
+        json_mode=_pick(info.json_mode, DEFAULT_CAPS.json_mode),
+        reasoning=info.thinking_default,
+        price=info.pricing if isinstance(info.pricing, Price) else None,
+    )
 
 
 def _pick(value: T | None, default: T) -> T:
     return default if value is None else value
 
 
-def resolve(name: str, settings: ProviderSettings) -> Provider:
+def resolve(
+    name: str, settings: ProviderSettings, listed: dict[str, ModelInfo] | None = None
+) -> Provider:
     """``settings`` over the profile ``name`` (a custom provider has none: it must name its
-    ``base_url``, and it needs a key only when it names ``api_key_env``)."""
+    ``base_url``, and it needs a key only when it names ``api_key_env``); ``listed``: the
+    provider's cached model listing."""
     profile = PROFILES.get(name)
     if profile is None:
         if not settings.base_url:
@@ -137,4 +161,5 @@ def resolve(name: str, settings: ProviderSettings) -> Provider:
         send_reasoning=_pick(settings.send_reasoning, False) and reasoning_field != "none",
         reasoning_passback=_pick(settings.reasoning_passback, profile.reasoning_passback),
         settings=settings,
+        listed={model: listed_caps(info) for model, info in (listed or {}).items()},
     )

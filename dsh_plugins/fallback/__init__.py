@@ -30,7 +30,6 @@ from dsh.events import AssistantMessage
 from dsh.markers import hookimpl
 from dsh.request import LlmRequest
 from dsh.value import Value
-from dsh_plugins.retry import RetryPlugin
 
 if TYPE_CHECKING:
     from dsh.harness import Harness
@@ -194,9 +193,12 @@ class FallbackPlugin:
         """What the retry plugin (if loaded) waits before retrying ``attempt``, or ``None``
         when it gives up."""
         assert self._harness is not None
+        # The retry plugin is the one offering ``delay_for`` (documented in its page): found by
+        # what it offers, not by its class, since a plugin never imports another plugin.
         plugins = self._harness.plugins.pm.get_plugins()
-        retry = next((p for p in plugins if isinstance(p, RetryPlugin)), None)
-        return None if retry is None else retry.delay_for(failure, attempt)
+        offers = [getattr(plugin, "delay_for", None) for plugin in plugins]
+        delay_for: Any = next((offer for offer in offers if callable(offer)), None)
+        return None if delay_for is None else delay_for(failure, attempt)
 
     def _next(self, primary: str, current: str) -> str | None:
         """The first model after ``current`` in ``primary``'s chain that can be called."""

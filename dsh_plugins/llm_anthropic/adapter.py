@@ -17,7 +17,7 @@ import aiohttp
 import attrs
 import structlog
 
-from dsh import keys
+from dsh import deepseek_models, keys
 from dsh.chunks import LlmFailure, StreamChunk
 from dsh.errors import LlmError
 from dsh.llm import ModelInfo
@@ -34,7 +34,6 @@ from dsh_plugins.llm_anthropic.failures import (
 )
 from dsh_plugins.llm_anthropic.listing import page_of
 from dsh_plugins.llm_anthropic.request import request_body
-from dsh_plugins.llm_deepseek import models as deepseek_models
 
 __all__ = ["ANTHROPIC", "API_VERSION", "DEEPSEEK", "MessagesAdapter", "Provider"]
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dsh.chunks import LlmFailure
-from dsh_plugins.llm_deepseek.failures import retry_after_s
+from dsh.headers import retry_after_s
 
 __all__ = [
     "QUOTE_CHARS",

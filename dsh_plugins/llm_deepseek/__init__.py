@@ -12,12 +12,12 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dsh.deepseek_models import served_ids
 from dsh.harness import Harness
 from dsh.lazy import imported
 from dsh.llm import DeferredAdapter
 from dsh.markers import hookimpl
 from dsh_plugins.llm_deepseek.config import PROVIDER, DeepSeekConfig
-from dsh_plugins.llm_deepseek.models import served_ids
 
 if TYPE_CHECKING:
     from dsh_plugins.llm_deepseek.adapter import DeepSeekAdapter

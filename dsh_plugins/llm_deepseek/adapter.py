@@ -18,6 +18,7 @@ import structlog
 from dsh import keys
 from dsh.chunks import LlmFailure, StreamChunk
 from dsh.content import Message
+from dsh.deepseek_models import model_info, served_ids, wire_name
 from dsh.errors import LlmError
 from dsh.llm import ModelInfo
 from dsh.memo import HistoryMemo
@@ -31,7 +32,6 @@ from dsh_plugins.llm_deepseek.failures import (
     missing_key_failure,
     not_event_stream_failure,
 )
-from dsh_plugins.llm_deepseek.models import model_info, served_ids, wire_name
 from dsh_plugins.llm_deepseek.serialize import (
     encode_body,
     encoded_wire,

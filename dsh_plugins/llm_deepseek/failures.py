@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import re
-import time
 from collections.abc import Mapping
 
 from dsh.chunks import LlmFailure
+from dsh.headers import retry_after_s
 
 __all__ = [
     "error_type_code",
@@ -17,7 +16,6 @@ __all__ = [
     "missing_key_failure",
     "not_event_stream_failure",
     "request_id",
-    "retry_after_s",
 ]
 
 _CONTEXT_OVERFLOW = re.compile(r"context length|context window|maximum context", re.IGNORECASE)
@@ -84,22 +82,6 @@ def body_message(body: bytes) -> str:
     except (ValueError, TypeError, KeyError):
         return text
     return str(message)
-
-
-def retry_after_s(value: str | None, now: float | None = None) -> float | None:
-    """``Retry-After`` in seconds: a number of seconds or an HTTP date; ``None`` if absent or
-    unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def http_failure(status: int, reason: str, headers: Mapping[str, str], body: bytes) -> LlmFailure:

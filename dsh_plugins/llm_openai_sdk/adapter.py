@@ -24,9 +24,9 @@ import structlog
 
 from dsh import keys
 from dsh.chunks import Finish, FinishAborted, FinishError, LlmFailure, StreamChunk
+from dsh.deepseek_models import model_info, wire_name
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
-from dsh_plugins.llm_deepseek.models import model_info, wire_name
 from dsh_plugins.llm_openai_sdk.config import (
     INSTALL,
     PROVIDER,

@@ -6,16 +6,15 @@ This adapter never raises for a failed call: the adapter ends the stream with
 
 from __future__ import annotations
 
-import email.utils
 import json
 import re
-import time
 from collections.abc import Mapping
 
 import openai
 
 from dsh.chunks import LlmFailure
 from dsh.errors import LlmError
+from dsh.headers import retry_after_s
 from dsh_plugins.llm_openai_sdk.framing import MissingDone
 
 __all__ = [
@@ -23,7 +22,6 @@ __all__ = [
     "broke_off",
     "request_failure",
     "request_id_of",
-    "retry_after_s",
     "status_failure",
     "stream_failure",
     "unstreamed_failure",
@@ -71,23 +69,6 @@ def request_id_of(headers: Mapping[str, str]) -> str | None:
     """The id the server gave the request, for a support ticket: ``x-ds-trace-id``, else a
     gateway's request id."""
     return next((headers[name] for name in _REQUEST_ID_HEADERS if name in headers), None)
-
-
-def retry_after_s(header: str | None, now: float | None = None) -> float | None:
-    """The wait a ``Retry-After`` header asks for, in seconds (never negative): it holds
-    seconds or an HTTP date. ``None`` when absent or unreadable."""
-    value = (header or "").strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, moment - (time.time() if now is None else now))
 
 
 def _status_code(error: openai.APIStatusError, message: str) -> str:

@@ -11,11 +11,11 @@ from typing import Any
 from mcp import types as mcp_types
 
 from dsh.content import Image, Text
+from dsh.headtail import HeadTail
 from dsh.request import ToolSchema
 from dsh.tools import TOOL_NAME, Effect, Tool, ToolError, ToolExecution
 from dsh_plugins.mcp.client import Connection
 from dsh_plugins.mcp.config import McpError
-from dsh_plugins.tools_shell.output import HeadTail
 
 __all__ = ["content_of", "dsh_name", "effect_of", "make_tool"]
 

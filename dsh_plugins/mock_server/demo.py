@@ -21,10 +21,9 @@ from dsh.harness import Harness
 from dsh.request import ToolSchema
 from dsh.testing.mockserver.server import MockServer
 from dsh.tools import Tool, ToolExecution
+from dsh.usage import UsageMeter, price_book
 from dsh_plugins.mock_server.options import DEMO_PROMPT
 from dsh_plugins.mock_server.options import demo as configure
-from dsh_plugins.persistence_jsonl import JsonlStore, file_name
-from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
 
 __all__ = ["DEMO_MODEL", "DEMO_PROMPT", "DemoHost", "configure", "run"]
 
@@ -132,12 +131,14 @@ async def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 def stored_hint(harness: Harness, session_id: str) -> str:
     """Where the demo's session is stored and how to continue it."""
-    stores = [harness.plugins.get(name) for name in harness.plugins.names()]
-    files = [
-        store.directory / file_name(session_id)
-        for store in stores
-        if isinstance(store, JsonlStore) and store.directory is not None
-    ]
+    # A store that keeps one file per session says which (``session_file``); the demo asks
+    # each plugin rather than importing a store plugin.
+    files = []
+    for name in harness.plugins.names():
+        locate: Any = getattr(harness.plugins.get(name), "session_file", None)
+        found = None if locate is None else locate(session_id)
+        if found is not None:
+            files.append(found)
     if not harness.sessions.persistent:
         return f"session {session_id} was not stored: no persistence plugin is enabled"
     where = f"stored in {files[0]}" if files else "stored (dsh sessions list)"

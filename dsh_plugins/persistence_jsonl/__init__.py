@@ -215,6 +215,10 @@ class JsonlStore(BufferedStore):
         configured = Path(os.path.expandvars(config.dir)).expanduser() if config.dir else None
         self.directory = self._explicit_dir or configured or default_dir()
 
+    def session_file(self, session_id: str) -> Path | None:
+        """The file ``session_id`` is (or would be) stored in; ``None`` while disabled."""
+        return None if self.directory is None else self.directory / file_name(session_id)
+
     # -- the medium (see dsh.store.BufferedStore) ------------------------------------------
     def _path(self, session_id: str) -> Path:
         assert self.directory is not None, "only an enabled store reaches its files"

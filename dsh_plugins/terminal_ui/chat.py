@@ -22,11 +22,11 @@ from dsh.errors import DshError
 from dsh.events import TurnAborted, TurnEndReason
 from dsh.harness import Harness
 from dsh.tools import ToolExecution
+from dsh.usage import UsageMeter, price_book
 from dsh_plugins.terminal_ui import startup
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.threads import Approval, Draft, Idle, Message, OutputClosed
-from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
 from dsh_plugins.terminal_ui.view import OUTPUT_CLOSED, AgentView, ApprovalPolicy
 
 __all__ = ["AGENT_ID", "Action", "ChatSession"]

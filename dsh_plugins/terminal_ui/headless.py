@@ -38,12 +38,12 @@ from dsh.events import (
 from dsh.harness import Harness
 from dsh.output import OutputError, load_schema
 from dsh.tools import ToolExecution
+from dsh.usage import UsageMeter, price_book
 from dsh_plugins.terminal_ui import RUN_HELP, startup
 from dsh_plugins.terminal_ui.options import run as configure
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.style import Style, wants_color
-from dsh_plugins.terminal_ui.usage import UsageMeter, price_book
 from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy, JsonFeed, OutputGuard
 
 __all__ = ["EXIT_CODES", "HELP", "USAGE_ERROR", "configure", "exit_code", "outcome", "run"]

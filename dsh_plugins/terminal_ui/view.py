@@ -13,8 +13,8 @@ from dsh.events import SessionEvent, SubagentParent, ToolCallEvent, TurnEndReaso
 from dsh.markers import hookimpl
 from dsh.session import Session
 from dsh.tools import ToolExecution
+from dsh.usage import UsageMeter
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
-from dsh_plugins.terminal_ui.usage import UsageMeter
 
 __all__ = ["OUTPUT_CLOSED", "AgentView", "ApprovalPolicy", "Decide", "JsonFeed", "OutputGuard"]
 

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from dsh.headtail import HeadTail
 from dsh.markers import hookimpl
 from dsh.tooldef import tool
 from dsh.tools import Tool, ToolError, ToolExecution
 from dsh_plugins.tools_shell.config import BASE_ENV, SECRET_PATTERNS, SECTION, ShellConfig
 from dsh_plugins.tools_shell.environment import allowed, protect_process
-from dsh_plugins.tools_shell.output import HeadTail
 from dsh_plugins.tools_shell.process import Completed, run_command
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from attrs import frozen
 
+from dsh.headtail import HeadTail
 from dsh.value import Value
-from dsh_plugins.tools_shell.output import HeadTail
 
 __all__ = ["Completed", "run_command", "terminate_group"]
 

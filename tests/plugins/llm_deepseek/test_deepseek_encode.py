@@ -9,11 +9,11 @@ import attrs
 from hypothesis import given, settings
 
 from dsh.content import Message, Text
+from dsh.deepseek_models import model_info
 from dsh.request import LlmRequest
 from dsh.testing.mockserver import MockServer
 from dsh.testing.strategies import llm_requests
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
-from dsh_plugins.llm_deepseek.models import model_info
 from dsh_plugins.llm_deepseek.serialize import (
     encode_body,
     encoded_wire,

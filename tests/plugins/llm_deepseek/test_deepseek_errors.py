@@ -13,9 +13,10 @@ from multidict import CIMultiDict
 
 from dsh.chunks import BlockStart, StreamChunk, TextDelta
 from dsh.errors import LlmError
+from dsh.headers import retry_after_s
 from dsh.testing.mockserver import MockServer, Scenario, reply
 from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter, DeepSeekConfig
-from dsh_plugins.llm_deepseek.failures import body_message, http_failure, retry_after_s
+from dsh_plugins.llm_deepseek.failures import body_message, http_failure
 
 from .support import HELLO, choice, collect, collect_into, quick_adapter
 

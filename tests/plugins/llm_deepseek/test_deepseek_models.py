@@ -17,6 +17,15 @@ import pytest
 from dsh import AgentOptions, Harness
 from dsh.chunks import TokenUsage
 from dsh.content import Message, Text
+from dsh.deepseek_models import (
+    ALIASES,
+    MODELS,
+    PEAK_HOURS,
+    RETIRED,
+    model_info,
+    served_ids,
+    wire_name,
+)
 from dsh.events import AssistantMessage, TurnCompleted, TurnEnd, TurnEndReason, TurnError
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
@@ -27,15 +36,6 @@ from dsh.testing.mockserver.wire import usage_json
 from dsh.tokens import Price, PriceSchedule
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig, DeepSeekPlugin
-from dsh_plugins.llm_deepseek.models import (
-    ALIASES,
-    MODELS,
-    PEAK_HOURS,
-    RETIRED,
-    model_info,
-    served_ids,
-    wire_name,
-)
 from dsh_plugins.llm_deepseek.serialize import request_body
 from tests.helpers import data_of
 

@@ -15,11 +15,12 @@ import attrs
 import pytest
 
 from dsh.chunks import BlockStart, Finish, FinishAborted, StreamChunk, TextDelta
+from dsh.headers import retry_after_s
 from dsh.request import LlmRequest, ToolSchema
 from dsh.testing.mockserver import MockServer, Scenario, reply
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig
 from dsh_plugins.llm_openai_sdk.adapter import ABORTED
-from dsh_plugins.llm_openai_sdk.failures import retry_after_s, stream_failure
+from dsh_plugins.llm_openai_sdk.failures import stream_failure
 
 from .conftest import RawHandler
 from .support import HELLO, MODEL, adapter_at, collect, failure_from, failure_of, quick_adapter

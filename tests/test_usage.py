@@ -10,15 +10,15 @@ import pytest
 from dsh import Harness
 from dsh.chunks import TokenUsage
 from dsh.events import AssistantMessage, HistorySummary, SessionEvent, StepStart
-from dsh_plugins.budgets import BudgetsPlugin
-from dsh_plugins.llm_deepseek import DeepSeekPlugin
-from dsh_plugins.terminal_ui.usage import (
+from dsh.usage import (
     Price,
     UsageMeter,
     dollars,
     price_book,
     prices_from_config,
 )
+from dsh_plugins.budgets import BudgetsPlugin
+from dsh_plugins.llm_deepseek import DeepSeekPlugin
 
 
 class Clock:

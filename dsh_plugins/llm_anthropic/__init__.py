@@ -14,11 +14,11 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh import modelcache
 from dsh.harness import Harness
 from dsh.lazy import imported
 from dsh.llm import ANY_MODEL, DeferredAdapter, ModelInfo
 from dsh.markers import hookimpl
+from dsh.modelcache import read as cached_models
 from dsh_plugins.llm_anthropic.config import ANTHROPIC, DEEPSEEK, AnthropicConfig, Provider
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class AnthropicPlugin:
     def dsh_register_llm_adapters(self, register: Callable[..., Any], harness: Harness) -> None:
         config = harness.config.section(SECTION, AnthropicConfig)
         for provider, base_url, models, api_key in _served(config):
-            listed = modelcache.read(provider.prefix)
+            listed = cached_models(provider.prefix)
             register(
                 [
                     *provider.ids(dict.fromkeys([*models, *listed])),

@@ -17,9 +17,11 @@ import aiohttp
 import attrs
 import structlog
 
-from dsh import deepseek_models, keys
 from dsh.chunks import LlmFailure, StreamChunk
+from dsh.deepseek_models import model_info as deepseek_model_info
+from dsh.deepseek_models import wire_name as deepseek_wire_name
 from dsh.errors import LlmError
+from dsh.keys import api_key as stored_api_key
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent
@@ -61,7 +63,7 @@ class MessagesAdapter:
         #: What the provider's cached listing (``dsh models --refresh``) reported, by wire name.
         self.listed = listed or {}
         # Read once, here; never logged, never part of a request that reaches the session.
-        self._api_key = api_key or keys.api_key(provider.key_name, provider.env_var)
+        self._api_key = api_key or stored_api_key(provider.key_name, provider.env_var)
         self._http = HttpClient(
             connect_timeout_s=config.connect_timeout_s, max_connections=config.max_connections
         )
@@ -76,7 +78,7 @@ class MessagesAdapter:
         """DeepSeek's models through this endpoint are the models of the DeepSeek table, but
         read no images: the endpoint does not support image content. Other models are
         described by what the cached listing reported, if it names them (else ``None``)."""
-        info = deepseek_models.model_info(model_id) if self.provider is DEEPSEEK else None
+        info = deepseek_model_info(model_id) if self.provider is DEEPSEEK else None
         if info is not None:
             return attrs.evolve(info, image_input=False)
         return self.listed.get(model_id.removeprefix(f"{self.provider.prefix}/"))
@@ -95,7 +97,7 @@ class MessagesAdapter:
         """The name to send: the id without its prefix (a retired DeepSeek name as its
         successor, as the table says)."""
         model = model_id.removeprefix(f"{self.provider.prefix}/")
-        return deepseek_models.wire_name(model) if self.provider is DEEPSEEK else model
+        return deepseek_wire_name(model) if self.provider is DEEPSEEK else model
 
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
         """The chunks of one streamed message."""

@@ -15,11 +15,11 @@ from typing import Any
 import aiohttp
 import structlog
 
-from dsh import keys
 from dsh.chunks import LlmFailure, StreamChunk
 from dsh.content import Message
 from dsh.deepseek_models import model_info, served_ids, wire_name
 from dsh.errors import LlmError
+from dsh.keys import api_key
 from dsh.llm import ModelInfo
 from dsh.memo import HistoryMemo
 from dsh.request import LlmRequest
@@ -56,7 +56,7 @@ class DeepSeekAdapter:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         # Read once, here; never logged, never part of a request that reaches the session.
-        self._api_key = config.api_key or keys.api_key("deepseek", "DEEPSEEK_API_KEY")
+        self._api_key = config.api_key or api_key("deepseek", "DEEPSEEK_API_KEY")
         self._http = HttpClient(
             connect_timeout_s=config.connect_timeout_s, max_connections=config.max_connections
         )

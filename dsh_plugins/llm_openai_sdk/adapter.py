@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from dsh import keys
 from dsh.chunks import Finish, FinishAborted, FinishError, LlmFailure, StreamChunk
 from dsh.deepseek_models import model_info, wire_name
+from dsh.keys import api_key
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh_plugins.llm_openai_sdk.config import (
@@ -83,7 +83,7 @@ class OpenAISdkAdapter:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         # Read once, here; never logged, never part of a request that reaches the session.
-        self._api_key = config.api_key or keys.api_key("deepseek", "DEEPSEEK_API_KEY")
+        self._api_key = config.api_key or api_key("deepseek", "DEEPSEEK_API_KEY")
         self._client: DeepSeekOpenAI | None = None
         self._beta: DeepSeekOpenAI | None = None
 

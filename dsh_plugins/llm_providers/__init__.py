@@ -15,11 +15,11 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh import modelcache
 from dsh.harness import Harness
 from dsh.lazy import imported
 from dsh.llm import ANY_MODEL, DeferredAdapter
 from dsh.markers import hookimpl
+from dsh.modelcache import read as cached_models
 from dsh_plugins.llm_providers.config import (
     BUILT_IN,
     LlmProvidersConfig,
@@ -75,6 +75,6 @@ class LlmProvidersPlugin:
     def dsh_register_llm_adapters(self, register: Callable[..., Any], harness: Harness) -> None:
         config = harness.config.section(SECTION, LlmProvidersConfig)
         for name, settings in config.named().items():
-            provider = resolve(name, settings, modelcache.read(name))
+            provider = resolve(name, settings, cached_models(name))
             ids = [*provider.model_ids(), f"{name}/{ANY_MODEL}"]
             register(ids, DeferredAdapter(functools.partial(_build, provider)))

@@ -16,9 +16,9 @@ from typing import Any
 import aiohttp
 import structlog
 
-from dsh import keys
 from dsh.chunks import LlmFailure, StreamChunk
 from dsh.errors import LlmError
+from dsh.keys import api_key as stored_api_key
 from dsh.llm import ModelInfo
 from dsh.request import LlmRequest
 from dsh.sse import SseEvent
@@ -41,7 +41,7 @@ class ProviderAdapter:
     def __init__(self, provider: Provider, api_key: str | None = None) -> None:
         self.provider = provider
         # Read once; never logged, never part of anything that reaches the session.
-        self._api_key = api_key or keys.api_key(provider.name, provider.api_key_env or "")
+        self._api_key = api_key or stored_api_key(provider.name, provider.api_key_env or "")
         self._http = HttpClient(connect_timeout_s=provider.settings.connect_timeout_s)
 
     def __repr__(self) -> str:

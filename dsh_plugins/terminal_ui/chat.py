@@ -15,8 +15,8 @@ from typing import Literal
 
 from attrs import evolve
 
-from dsh import aliases
 from dsh.agent import Agent, AgentOptions
+from dsh.aliases import resolve as resolve_alias
 from dsh.content import text_of
 from dsh.errors import DshError
 from dsh.events import TurnAborted, TurnEndReason
@@ -277,7 +277,7 @@ class ChatSession:
             available = self.style.dim(f"(available: {models})")
             self.note(f"model: {self.agent.options.model} {available}")
             return "idle"
-        model = aliases.resolve(arg)
+        model = resolve_alias(arg)
         problem = startup.model_problem(self.harness, model)
         if problem:
             self.note(self.style.red(problem))

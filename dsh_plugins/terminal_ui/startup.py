@@ -9,11 +9,12 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from dsh import aliases, keys
 from dsh.agent import Agent, AgentOptions
+from dsh.aliases import resolve as resolve_alias
 from dsh.config import AgentConfig, AgentLoopConfig
 from dsh.errors import DshError
 from dsh.harness import Harness
+from dsh.keys import api_key
 from dsh.logs import configure_logging
 from dsh.otlp import start_export
 from dsh.output import import_type
@@ -58,7 +59,7 @@ def agent_options(harness: Harness, args: argparse.Namespace) -> AgentOptions:
     workspace = os.path.abspath(args.workspace) if args.workspace else None
     agent = configured_agent(harness, args.agent) or AgentConfig(id="")
     return AgentOptions(
-        model=aliases.resolve(args.model or agent.model or section(harness).model),
+        model=resolve_alias(args.model or agent.model or section(harness).model),
         system_prompt=args.system or agent.system_prompt,
         temperature=args.temperature,
         max_tokens=args.max_tokens,
@@ -109,7 +110,7 @@ def _needs_deepseek_key(harness: Harness, model: str) -> bool:
     pointing elsewhere, such as the mock server, works offline)."""
     dump = harness.config.dump()
     deepseek = dump.get("llm_deepseek")
-    if deepseek is None or deepseek.get("api_key") or keys.api_key("deepseek", "DEEPSEEK_API_KEY"):
+    if deepseek is None or deepseek.get("api_key") or api_key("deepseek", "DEEPSEEK_API_KEY"):
         return False
     real_api = urlsplit(deepseek["base_url"]).hostname == _REAL_API_HOST
     return real_api and _served_by_deepseek(harness, deepseek["models"], model)

@@ -18,7 +18,6 @@ from attrs import AttrsInstance, frozen
 
 from dsh.chunks import LlmFailure, StreamChunk, TokenUsage
 from dsh.content import Block, Image, MessageSource, Text, UserSource
-from dsh.deprecation import moved
 from dsh.errors import DshError
 from dsh.value import Value
 
@@ -334,19 +333,6 @@ class HistoryRewriteEnd(Value):
     type: ClassVar[str] = "compaction/end"
     tokens_after: int
     error: str | None = None
-
-
-# The names of the history-rewrite events before any plugin could write them.
-_MOVED = {
-    "CompactionStart": "dsh.events:HistoryRewriteStart",
-    "CompactionPrune": "dsh.events:HistoryPrune",
-    "CompactionSummary": "dsh.events:HistorySummary",
-    "CompactionEnd": "dsh.events:HistoryRewriteEnd",
-}
-
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _MOVED)
 
 
 SUBAGENT_PARENT, SUBAGENT_START, SUBAGENT_END = "subagent/parent", "subagent/start", "subagent/end"

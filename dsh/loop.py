@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
 from dsh import failures, recovery
 from dsh.agent import Agent, AgentOptions, AgentStatus, Continuation
 from dsh.config import AgentLoopConfig
-from dsh.deprecation import moved
 from dsh.dispatch import call_ids
 from dsh.errors import DshError
 from dsh.events import (
@@ -57,8 +56,7 @@ from dsh.events import (
 )
 from dsh.handle import AgentHandle
 from dsh.profiles import options_for
-from dsh.session import agent_id_of as _agent_id_of  # private: the public home is dsh.session
-from dsh.session import new_session_id as _new_session_id
+from dsh.session import agent_id_of, new_session_id
 from dsh.step import Step, StepOutcome
 
 if TYPE_CHECKING:
@@ -69,16 +67,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentLoop", "LoopAgent"]
 
 log = structlog.get_logger("dsh.loop")
-
-#: Names that moved out (see docs/changelog.md): importable from here for one release.
-_MOVED = dict.fromkeys(["SESSION_NOT_SAVED", "StepFailed"], "dsh.failures")
-_MOVED |= dict.fromkeys(["agent_id_of", "new_session_id"], "dsh.session") | {
-    "as_blocks": "dsh.content"
-}
-
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _MOVED)
 
 
 class LoopAgent(AgentHandle):
@@ -295,7 +283,7 @@ class AgentLoop:
         """
         if self._harness.agents.get(agent_id) is not None:
             raise DshError(f"an agent with id {agent_id!r} already exists")
-        fresh_id = session_id or _new_session_id(agent_id)
+        fresh_id = session_id or new_session_id(agent_id)
 
         def start(session: Session) -> LoopAgent:
             return LoopAgent(self._harness, agent_id, options or AgentOptions(), session)
@@ -312,7 +300,7 @@ class AgentLoop:
         and re-queue the messages that were queued but never ran. The agent id defaults to the
         one the session id was made for (:func:`dsh.session.agent_id_of`)."""
         session = await recovery.reopen(self._harness.sessions, session_id)
-        agent = self.create(agent_id or _agent_id_of(session_id), options, session)
+        agent = self.create(agent_id or agent_id_of(session_id), options, session)
         agent.requeue(recovery.pending_messages(session.events))
         return agent
 

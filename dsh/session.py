@@ -13,9 +13,8 @@ import re
 import secrets
 import socket
 import time
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from attrs import frozen
@@ -339,27 +338,11 @@ class Session:
                 return event.data.turn
         return 0
 
-    @overload
-    def append(self, data: EventData, /) -> SessionEvent: ...
-    @overload
-    def append(self, type: str, data: EventData, /) -> SessionEvent: ...
-    def append(self, *args: Any) -> SessionEvent:
+    def append(self, data: EventData, /) -> SessionEvent:
         """Append an event carrying ``data`` and tell the observers. Its type is the tag of
         ``data``'s class (:func:`~dsh.events.event_type_of`), so a value cannot be logged under
-        another type's name. ``append(type, data)``, the older form, still works for one
-        release."""
-        if len(args) == 2:
-            warnings.warn(
-                "Session.append(type, data) is deprecated: call append(data); the type comes "
-                "from the class of data (its 'type' class variable or its registration)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            name, data = args
-        else:
-            (data,) = args
-            name = event_type_of(data, self._types)
-        return self._add(name, data, time.time())
+        another type's name."""
+        return self._add(event_type_of(data, self._types), data, time.time())
 
     def log(self, data: EventData, /) -> None:
         """:meth:`append` without handing the event back: an event the log keeps packed (a

@@ -30,24 +30,11 @@ from typing import Any, overload
 
 from dsh import docstrings
 from dsh.content import Image, Text
-from dsh.deprecation import moved
 from dsh.request import ToolSchema
 from dsh.tools import Effect, Tool, ToolContent, ToolExecution, as_content
 from dsh.toolschema import Convert, arguments_shape
 
 __all__ = ["tool"]
-
-# Names this module held before the schema and docstring code got their own modules.
-_MOVED = {
-    "Docstring": "dsh.docstrings",
-    "parse_docstring": "dsh.docstrings",
-    "validate": "dsh.toolschema",
-}
-
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _MOVED)
-
 
 # ---------------------------------------------------------------------------------------------
 # The decorator.

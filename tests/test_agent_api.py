@@ -1,10 +1,9 @@
 """What plugins and hosts see of an agent: the ``Agent`` protocol, the loop's public re-queue,
-the names that moved out of ``dsh.loop``, and the layering that keeps plugins off the driver."""
+and the layering that keeps plugins off the driver."""
 
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
 from pathlib import Path
 
@@ -82,29 +81,6 @@ async def test_requeue_starts_a_turn_without_logging_the_message_again(harness: 
     assert len(of_type(agent.session.events, "inbox/queued")) == 1
     assert data_of(agent.session.events, UserMessage)[0].queued_seq == logged.seq
     await agent.dispose()
-
-
-MOVED = [
-    ("SESSION_NOT_SAVED", "dsh.failures"),
-    ("StepFailed", "dsh.failures"),
-    ("agent_id_of", "dsh.session"),
-    ("new_session_id", "dsh.session"),
-    ("as_blocks", "dsh.content"),
-]
-
-
-@pytest.mark.parametrize(("name", "home"), MOVED)
-def test_names_that_left_the_loop_still_import_from_it(name: str, home: str) -> None:
-    loop = importlib.import_module("dsh.loop")
-    with pytest.warns(DeprecationWarning, match=rf"^dsh\.loop\.{name} moved to {home}\.{name};"):
-        value = getattr(loop, name)
-    assert value is getattr(importlib.import_module(home), name)
-
-
-def test_the_loop_has_no_other_names() -> None:
-    loop = importlib.import_module("dsh.loop")
-    with pytest.raises(AttributeError, match=r"module 'dsh\.loop' has no attribute 'nothing'"):
-        _ = loop.nothing
 
 
 def test_last_turn_is_the_number_of_the_last_turn_started() -> None:

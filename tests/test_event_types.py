@@ -91,14 +91,6 @@ def test_append_takes_the_value_alone() -> None:
         Session("t").append(_Untagged(7))
 
 
-def test_append_with_a_type_still_works_with_a_warning() -> None:
-    session = Session("s")
-    with pytest.warns(DeprecationWarning, match=r"call append\(data\)"):
-        event = session.append("step/start", StepBoundary(1, 1))
-    assert (event.type, event.data) == ("step/start", StepBoundary(1, 1))
-    assert len(session) == 1
-
-
 def test_raw_data_is_appended_only_for_a_type_nobody_registered() -> None:
     session = Session("s")
     event = session.append_raw("gone/plugin", {"kept": [1, "two"]})

@@ -3,8 +3,7 @@
 The server itself — scenarios, faults, transcripts, wire encoding, request checks — is the test
 kit's engine, :mod:`dsh.testing.mockserver`. This plugin contributes ``dsh mock-server``, which
 serves it on loopback, and ``dsh demo``, which runs an agent against it. See
-``docs/plugins/mock_server.md``. The names this package used to export still resolve (with a
-:class:`DeprecationWarning`) for one release.
+``docs/plugins/mock_server.md``.
 """
 
 from __future__ import annotations
@@ -13,35 +12,16 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from dsh.deprecation import moved
 from dsh.harness import Command
 from dsh.markers import hookimpl
 from dsh_plugins.mock_server import options
 
 __all__ = ["DEMO_HELP", "MOCK_SERVER_HELP", "MockServerPlugin"]
 
-# The names this package exported before the engine moved to dsh.testing.mockserver.
-_MOVED = (
-    "MODELS",
-    "SCENARIOS",
-    "MockServer",
-    "RecordedRequest",
-    "Scenario",
-    "ScenarioSpec",
-    "completion_json",
-    "error_reply",
-    "reply",
-    "sample_arguments",
-    "thinking_enabled",
-)
 MOCK_SERVER_HELP = (
     "run the DeepSeek-compatible mock server on 127.0.0.1 (for tests and offline work)"
 )
 DEMO_HELP = "run an agent offline against the bundled DeepSeek-compatible mock server"
-
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, dict.fromkeys(_MOVED, "dsh.testing.mockserver"))
 
 
 def _deferred(module: str, function: str) -> Callable[[Any], Any]:

@@ -73,8 +73,8 @@ class WriterLock:
         with contextlib.suppress(OSError):  # who holds it is a courtesy: a full disk skips it
             os.pwrite(fd, data, 0)
             # Then cut what a dead holder's longer record left. Never truncate to zero first:
-            # ext4 writes a file truncated to zero back at its close, which made releasing a
-            # lock cost ~50 us instead of ~7 (see docs/benchmarks.md, round 4).
+            # ext4 writes a file truncated to zero back at its close, which makes releasing a
+            # lock cost ~50 us instead of ~7.
             os.ftruncate(fd, len(data))
         return cls(path, fd)
 

@@ -20,7 +20,6 @@ from attrs import field, frozen
 from dsh.agent import Agent, Retry
 from dsh.chunks import LlmFailure
 from dsh.config import at_least, at_most
-from dsh.deprecation import moved
 from dsh.markers import hookimpl
 from dsh.value import Value
 
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RetryConfig", "RetryPlugin", "backoff_s"]
 
-# The retry event is the loop's now: it logs one for every Retry, whoever decided it.
-_MOVED = {"RETRY_EVENT": "dsh.events", "RetryEvent": "dsh.events"}
 SECTION = "retry"
 
 
@@ -53,10 +50,6 @@ class RetryConfig(Value):
         "TRANSPORT",
         "EMPTY_RESPONSE",
     )
-
-
-def __getattr__(name: str) -> Any:
-    return moved(__name__, name, _MOVED)
 
 
 def backoff_s(config: RetryConfig, attempt: int, draw: float) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import io
 import os
 import re
@@ -17,20 +16,6 @@ import pytest
 
 from dsh import Harness
 from dsh_plugins.mock_server import DEMO_HELP, MockServerPlugin, cli, demo, options
-
-ENGINE_MODULES = {
-    "anthropic",
-    "anthropic_checks",
-    "cache",
-    "catalogue",
-    "conversation",
-    "faults",
-    "scenario",
-    "server",
-    "transcripts",
-    "validate",
-    "wire",
-}
 
 
 def parse(configure: object, *argv: str) -> argparse.Namespace:
@@ -56,28 +41,6 @@ async def test_the_plugin_registers_both_commands_and_imports_them_when_used(
         command.configure(parser)
         assert parser.parse_args([]).prompt == options.DEMO_PROMPT == demo.DEMO_PROMPT
     assert ran == ["args"]
-
-
-def test_the_old_package_exports_still_resolve_with_a_warning() -> None:
-    import dsh_plugins.mock_server as package
-    from dsh.testing import mockserver
-
-    with pytest.warns(DeprecationWarning, match=r"mock_server\.MockServer moved to dsh\.testing"):
-        assert package.MockServer is mockserver.MockServer
-    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
-        _ = package.nope
-
-
-@pytest.mark.parametrize("module", sorted(ENGINE_MODULES))
-def test_the_old_engine_modules_still_resolve_with_a_warning(module: str) -> None:
-    old = importlib.import_module(f"dsh_plugins.mock_server.{module}")
-    new = importlib.import_module(f"dsh.testing.mockserver.{module}")
-    # A name of the new module only (pytest's assertion rewriting adds "@py_builtins" to both).
-    name = next(n for n in vars(new) if n[0].isalpha() and n not in vars(old))
-    with pytest.warns(DeprecationWarning, match=f"mock_server.{module}.{name} moved"):
-        assert getattr(old, name) is getattr(new, name)
-    with pytest.raises(AttributeError, match="has no attribute '__wrapped__'"):
-        _ = old.__wrapped__
 
 
 class Announcements(io.StringIO):

@@ -164,15 +164,6 @@ async def test_a_policy_may_count_attempts_itself_or_log_its_retry_its_own_way(
     assert retries(agent) == [RetryEvent(1, 1, 11, "AUTH", "x", 1.0, None, 20)]
 
 
-def test_the_retry_event_moved_to_the_core_and_the_old_names_warn() -> None:
-    import dsh_plugins.retry as plugin
-
-    with pytest.warns(DeprecationWarning, match=r"retry\.RetryEvent moved to dsh\.events"):
-        assert plugin.RetryEvent is RetryEvent
-    with pytest.warns(DeprecationWarning, match=r"retry\.RETRY_EVENT moved to dsh\.events"):
-        assert plugin.RETRY_EVENT == "llm/retry"
-
-
 async def test_the_retry_event_type_is_registered(harness: Harness) -> None:
     agent = agent_on(harness, raise_error("SERVER", "x"), text_response("ok"))
     await run_turn(agent)

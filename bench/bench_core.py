@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
-from dsh.assembler import BlockAssembler
-from dsh.chunks import (
+from dsh.llm._assembler import BlockAssembler
+from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -26,9 +27,8 @@ from dsh.chunks import (
     TokenUsage,
     UsageChunk,
 )
-from dsh.content import Text
-from dsh.request import ToolSchema
-from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh.values._content import Text
+from dsh.values._request import ToolSchema
 
 RUNS = 5
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from dsh import AgentOptions, Harness, Tool
-from dsh.content import Text
-from dsh.events import UserMessage
-from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh.values._content import Text
+from dsh.values._events import UserMessage
+from dsh.values._request import ToolSchema
 from dsh_plugins.persistence_jsonl import JsonlStore
 from dsh_plugins.persistence_postgres import PostgresStore
 from dsh_plugins.persistence_sqlite import SqliteStore

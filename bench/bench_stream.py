@@ -23,10 +23,10 @@ from typing import Any
 import aiohttp
 
 from dsh import AgentOptions, Harness
-from dsh.content import text_of
-from dsh.events import AssistantMessage
-from dsh.logs import configure_logging
+from dsh.app._logs import configure_logging
 from dsh.testing.mockserver import MockServer
+from dsh.values._content import text_of
+from dsh.values._events import AssistantMessage
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 
 MODEL = "deepseek-v4-flash"

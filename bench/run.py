@@ -406,7 +406,7 @@ class Bench:
 
     def dsh_register_tools(self, register: Any) -> None:
         from dsh import Tool
-        from dsh.request import ToolSchema
+        from dsh.values._request import ToolSchema
 
         async def echo(args: Any, execution: Any) -> str:
             result = echo_text(args["text"])
@@ -447,7 +447,7 @@ def dsh_options() -> Any:
 
 
 def assistant_text(agent: Any) -> str:
-    from dsh.content import text_of
+    from dsh.values._content import text_of
 
     # Backwards, as dsh's own readers do: a session's events are built as they are read.
     last = next(e for e in reversed(agent.session.events) if e.type == "assistant/message")

@@ -95,7 +95,7 @@ class Escapes:
 
     def dsh_register_tools(self, register: Any) -> None:
         from dsh import Tool
-        from dsh.request import ToolSchema
+        from dsh.values._request import ToolSchema
 
         async def echo(args: Any, execution: Any) -> str:
             return f"echo: {args['text']}"
@@ -158,7 +158,7 @@ async def soak(
 
 async def check(h: Any, crowd: list[Any], report: SoakReport) -> None:
     """Every turn ended with a reason; the stored log equals the log in memory and replays."""
-    from dsh.verify import verify
+    from dsh.session._verify import verify
 
     for agent in crowd:
         events = agent.session.events
@@ -205,7 +205,7 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from run import Server
 
-    from dsh.logs import configure_logging
+    from dsh.app._logs import configure_logging
 
     configure_logging(level="error")  # each failed turn would log a warning
     with tempfile.TemporaryDirectory() as data:

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dsh.lazy import imported
+from dsh._lazy import imported
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent, AgentOptions, Continuation, Retry
-    from dsh.errors import ConfigError, DshError, HookError, LlmError, PluginLoadError
-    from dsh.harness import Command, Harness
-    from dsh.markers import Stop, for_events, hookimpl
-    from dsh.output import OutputError
-    from dsh.prompt import PromptSection
-    from dsh.runner import RunResult, run, run_sync
-    from dsh.tooldef import tool
-    from dsh.tools import Tool, ToolExecution, ToolOutcome
+    from dsh.app._harness import Command, Harness
+    from dsh.app._runner import RunResult, run, run_sync
+    from dsh.hooks._markers import Stop, for_events, hookimpl
+    from dsh.llm._prompt import PromptSection
+    from dsh.loop._output import OutputError
+    from dsh.tools._define import tool
+    from dsh.tools._registry import Tool, ToolExecution, ToolOutcome
+    from dsh.values._agent import Agent, AgentOptions, Continuation, Retry
+    from dsh.values._errors import ConfigError, DshError, HookError, LlmError, PluginLoadError
 
 __all__ = [
     "Agent",
@@ -49,29 +49,29 @@ __all__ = [
 __version__ = "0.1.0"
 
 _HOMES = {
-    "Agent": "dsh.agent",
-    "AgentOptions": "dsh.agent",
-    "Continuation": "dsh.agent",
-    "Retry": "dsh.agent",
-    "PromptSection": "dsh.prompt",
-    "ConfigError": "dsh.errors",
-    "DshError": "dsh.errors",
-    "HookError": "dsh.errors",
-    "LlmError": "dsh.errors",
-    "PluginLoadError": "dsh.errors",
-    "Command": "dsh.harness",
-    "Harness": "dsh.harness",
-    "Stop": "dsh.markers",
-    "OutputError": "dsh.output",
-    "RunResult": "dsh.runner",
-    "run": "dsh.runner",
-    "run_sync": "dsh.runner",
-    "for_events": "dsh.markers",
-    "hookimpl": "dsh.markers",
-    "Tool": "dsh.tools",
-    "ToolExecution": "dsh.tools",
-    "ToolOutcome": "dsh.tools",
-    "tool": "dsh.tooldef",
+    "Agent": "dsh.values._agent",
+    "AgentOptions": "dsh.values._agent",
+    "Continuation": "dsh.values._agent",
+    "Retry": "dsh.values._agent",
+    "PromptSection": "dsh.llm._prompt",
+    "ConfigError": "dsh.values._errors",
+    "DshError": "dsh.values._errors",
+    "HookError": "dsh.values._errors",
+    "LlmError": "dsh.values._errors",
+    "PluginLoadError": "dsh.values._errors",
+    "Command": "dsh.app._harness",
+    "Harness": "dsh.app._harness",
+    "Stop": "dsh.hooks._markers",
+    "OutputError": "dsh.loop._output",
+    "RunResult": "dsh.app._runner",
+    "run": "dsh.app._runner",
+    "run_sync": "dsh.app._runner",
+    "for_events": "dsh.hooks._markers",
+    "hookimpl": "dsh.hooks._markers",
+    "Tool": "dsh.tools._registry",
+    "ToolExecution": "dsh.tools._registry",
+    "ToolOutcome": "dsh.tools._registry",
+    "tool": "dsh.tools._define",
 }
 
 

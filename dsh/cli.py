@@ -17,12 +17,25 @@ from contextlib import suppress
 from importlib.metadata import entry_points
 from typing import Any
 
-from dsh import aliases, keys, modelcache, recovery
-from dsh.agent import AgentOptions
-from dsh.config import find_config
-from dsh.configdoc import masked_config
-from dsh.errors import DshError, HookError, LlmError
-from dsh.events import (
+from dsh.app import _aliases as aliases
+from dsh.app import _keys as keys
+from dsh.app import _modelcache as modelcache
+from dsh.app._configdoc import masked_config
+from dsh.app._harness import Command, Harness
+from dsh.app._logs import configure_logging
+from dsh.app._userconfig import UserConfigError
+from dsh.hooks._caller import HOOK_STYLES
+from dsh.hooks._loading import ENTRY_POINT_GROUP
+from dsh.llm._service import ANY_MODEL, ModelInfo
+from dsh.loop import _recovery as recovery
+from dsh.loop._family import family_lines
+from dsh.session._session import Session, failures
+from dsh.session._text import brief, describe, outcome
+from dsh.session._verify import verify
+from dsh.values._agent import AgentOptions
+from dsh.values._config import find_config
+from dsh.values._errors import DshError, HookError, LlmError
+from dsh.values._events import (
     AssistantChunk,
     AssistantMessage,
     ErrorEvent,
@@ -31,16 +44,6 @@ from dsh.events import (
     TurnEnd,
     TurnStart,
 )
-from dsh.eventtext import brief, describe, outcome
-from dsh.family import family_lines
-from dsh.harness import Command, Harness
-from dsh.hooks import HOOK_STYLES
-from dsh.llm import ANY_MODEL, ModelInfo
-from dsh.logs import configure_logging
-from dsh.plugins import ENTRY_POINT_GROUP
-from dsh.session import Session, failures
-from dsh.userconfig import UserConfigError
-from dsh.verify import verify
 
 __all__ = ["main"]
 
@@ -130,7 +133,7 @@ def _config(harness: Harness, args: argparse.Namespace) -> int:
     if not args.dump:
         print("sections: " + ", ".join(harness.config.sections()))
         return 0
-    # Secrets masked (see dsh.configdoc.masked_config), so a dump is safe to share.
+    # Secrets masked (see dsh.app._configdoc.masked_config), so a dump is safe to share.
     print(json.dumps(masked_config(harness.config), indent=2, default=str))
     return 0
 

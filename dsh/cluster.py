@@ -19,11 +19,11 @@ from importlib.metadata import entry_points
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from dsh.errors import DshError
+from dsh.values._errors import DshError
 
 if TYPE_CHECKING:
-    from dsh.agent import Content
-    from dsh.events import SessionEvent
+    from dsh.values._agent import Content
+    from dsh.values._events import SessionEvent
 
 __all__ = ["ENTRY_POINT_GROUP", "HostLost", "Pool", "connect"]
 
@@ -73,8 +73,8 @@ class Pool(abc.ABC):
     @abc.abstractmethod
     async def resume(self, session_id: str) -> None:
         """Make sure the session runs on a live host (after its host died, this closes the turn
-        it left open and re-queues its queued messages); raises :class:`~dsh.errors.DshError`
-        when no store holds the session."""
+        it left open and re-queues its queued messages); raises
+        :class:`~dsh.values._errors.DshError` when no store holds the session."""
 
     @abc.abstractmethod
     def events(self, session_id: str, after_seq: int = -1) -> AsyncGenerator[SessionEvent, None]:

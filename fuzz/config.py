@@ -11,9 +11,9 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports():
-    from dsh.config import Config, load_toml
-    from dsh.errors import ConfigError
-    from dsh.harness import Harness
+    from dsh.app._harness import Harness
+    from dsh.values._config import Config, load_toml
+    from dsh.values._errors import ConfigError
 
 from _support import json_value, key
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports():
-    from dsh.errors import DshError
+    from dsh.values._errors import DshError
     from dsh_plugins.persistence_jsonl import JsonlStore, file_name
 
 from _support import json_value

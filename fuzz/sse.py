@@ -8,8 +8,8 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from dsh.errors import LlmError
-    from dsh.sse import SseEvent, SseParser
+    from dsh.llm._sse import SseEvent, SseParser
+    from dsh.values._errors import LlmError
 
 
 def _events(reads: list[bytes], limit: int | None) -> tuple[list[SseEvent], bool]:

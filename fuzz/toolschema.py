@@ -10,7 +10,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from dsh.toolschema import schema_problem, validate
+    from dsh.tools._schema import schema_problem, validate
 
 from _support import json_value
 

@@ -11,12 +11,12 @@ from typing import TypeVar
 
 import pytest
 
-import dsh.plugins
+import dsh.hooks._loading
 from dsh import AgentOptions, Harness
-from dsh.events import SessionEvent
-from dsh.loop import LoopAgent
-from dsh.plugins import ENTRY_POINT_GROUP
+from dsh.hooks._loading import ENTRY_POINT_GROUP
+from dsh.loop._loop import LoopAgent
 from dsh.testing import ScriptedAdapter, ScriptEntry
+from dsh.values._events import SessionEvent
 
 T = TypeVar("T")
 
@@ -131,8 +131,8 @@ def hide_plugins(monkeypatch: pytest.MonkeyPatch, hidden: Mapping[str, str]) -> 
             ep for ep in found if ep.dist is None or ep.dist.name not in distributions
         )
 
-    monkeypatch.setattr(dsh.plugins, "entry_points", without_hidden)
-    disabled = {*dsh.plugins.disabled_from_env(), *hidden}
+    monkeypatch.setattr(dsh.hooks._loading, "entry_points", without_hidden)
+    disabled = {*dsh.hooks._loading.disabled_from_env(), *hidden}
     monkeypatch.setenv("DSH_DISABLE_PLUGINS", ",".join(sorted(disabled)))
 
 

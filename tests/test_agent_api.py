@@ -10,14 +10,21 @@ from pathlib import Path
 import pytest
 
 import dsh
-import dsh.hookspecs
-from dsh.agent import Agent
-from dsh.content import Image, Reasoning, Text, ToolCall, ToolResult, as_blocks
-from dsh.events import QueuedMessage, StepStart, TurnCompleted, TurnEnd, TurnStart, UserMessage
-from dsh.harness import Harness
-from dsh.inbox import InboxMessage
-from dsh.session import Session
+import dsh.hooks._specs
+from dsh.app._harness import Harness
+from dsh.loop._inbox import InboxMessage
+from dsh.session._session import Session
 from dsh.testing import text_response
+from dsh.values._agent import Agent
+from dsh.values._content import Image, Reasoning, Text, ToolCall, ToolResult, as_blocks
+from dsh.values._events import (
+    QueuedMessage,
+    StepStart,
+    TurnCompleted,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+)
 from tests.helpers import data_of, kinds, of_type, scripted_agent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,9 +38,9 @@ async def test_a_loop_agent_is_an_agent(harness: Harness) -> None:
 
 
 def test_hookspecs_type_agents_against_the_protocol() -> None:
-    source = inspect.getsource(dsh.hookspecs)
-    assert "LoopAgent" not in source and "dsh.loop" not in source
-    status = inspect.signature(dsh.hookspecs.dsh_agent_status).parameters["status"]
+    source = inspect.getsource(dsh.hooks._specs)
+    assert "LoopAgent" not in source and "dsh.loop._loop" not in source
+    status = inspect.signature(dsh.hooks._specs.dsh_agent_status).parameters["status"]
     assert status.annotation == "AgentStatus"
 
 
@@ -51,7 +58,7 @@ def test_no_plugin_imports_the_loop_driver() -> None:
     offenders = [
         str(path.relative_to(ROOT))
         for path in sorted((ROOT / "dsh_plugins").rglob("*.py"))
-        if "dsh.loop" in _imports(path)
+        if "dsh.loop._loop" in _imports(path)
     ]
     assert offenders == []
 

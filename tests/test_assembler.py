@@ -14,8 +14,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from dsh.assembler import BlockAssembler, assemble
-from dsh.chunks import (
+from dsh.llm._assembler import BlockAssembler, assemble
+from dsh.testing.strategies import StreamCase, chunk_streams, token_usages
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -28,9 +29,8 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Block, Reasoning, Text, ToolCall
-from dsh.errors import LlmError
-from dsh.testing.strategies import StreamCase, chunk_streams, token_usages
+from dsh.values._content import Block, Reasoning, Text, ToolCall
+from dsh.values._errors import LlmError
 
 
 @given(chunk_streams())

@@ -1,7 +1,7 @@
-"""The base of stores reached through asyncio (:class:`dsh.store.AsyncBufferedStore`): the
+"""The base of stores reached through asyncio (:class:`dsh.session._store.AsyncBufferedStore`): the
 conformance kit on an in-memory one whose every medium call yields to the loop, and what the
-base adds over :class:`~dsh.store.BufferedStore` — writes of one session one after the other,
-events appended during a write kept for the next, nothing lost by a failed write."""
+base adds over :class:`~dsh.session._store.BufferedStore` — writes of one session one after the
+other, events appended during a write kept for the next, nothing lost by a failed write."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from dsh import Harness
-from dsh.content import Text
-from dsh.events import SessionEvent, UserMessage
-from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
-from dsh.store import AsyncBufferedStore, Batch
+from dsh.session._session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
+from dsh.session._store import AsyncBufferedStore, Batch
 from dsh.testing import MemoryStore
 from dsh.testing.stores import SessionStoreContract
+from dsh.values._content import Text
+from dsh.values._events import SessionEvent, UserMessage
 
 
 class AsyncMemoryStore(AsyncBufferedStore):

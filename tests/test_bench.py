@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from dsh.sse import parse_sse
+from dsh.llm._sse import parse_sse
 from dsh.testing.mockserver.catalogue import delta_text, deltas, tool_loop
 
 BENCH = Path(__file__).parent.parent / "bench"
@@ -352,9 +352,9 @@ def test_scale_rows_tell_the_collectors_growth_from_the_rest(
 
 
 def test_the_breakdown_puts_each_function_in_its_layer() -> None:
-    assert breakdown.layer("/x/dsh/sse.py:40(feed)") == "SSE parsing"
+    assert breakdown.layer("/x/dsh/llm/_sse.py:40(feed)") == "SSE parsing"
     assert breakdown.layer("/usr/lib/json/decoder.py:332(decode)") == "JSON decoding"
-    assert breakdown.layer("<attrs generated init dsh.chunks.TextDelta>:1(__init__)") == (
+    assert breakdown.layer("<attrs generated init dsh.values._chunks.TextDelta>:1(__init__)") == (
         "chunk objects"
     )
     assert breakdown.layer("/x/pluggy/_hooks.py:490(__call__)") == "hook calls (pluggy)"
@@ -374,9 +374,9 @@ def test_the_breakdown_profiles_both_sides() -> None:
 def test_sampled_stacks_are_charged_to_their_innermost_layer_and_set_up_left_out() -> None:
     raw = "\n".join(
         [
-            "main (x.py:1);feed (dsh/sse.py:40) 3",
+            "main (x.py:1);feed (dsh/llm/_sse.py:40) 3",
             "main (x.py:1);raw_decode (json/decoder.py:353) 2",
-            "main (x.py:1);__aenter__ (dsh/harness.py:120);load (dsh/plugins.py:9) 7",
+            "main (x.py:1);__aenter__ (dsh/app/_harness.py:120);load (dsh/hooks/_loading.py:9) 7",
             "main (x.py:1);<built-in> (~:0) 1",
             "",
             "not a sample line",

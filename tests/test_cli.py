@@ -96,7 +96,7 @@ def test_plugin_commands_are_dispatched(
             register(Command("hello", "say hello", hello, configure))
             register(Command("sync", "sync command", lambda args: 0))
 
-    from dsh import harness as harness_module
+    from dsh.app import _harness as harness_module
 
     original = harness_module.Harness.__init__
 
@@ -111,7 +111,7 @@ def test_plugin_commands_are_dispatched(
 
 
 def test_config_dump_redacts_secrets(capsys: pytest.CaptureFixture[str]) -> None:
-    from dsh.configdoc import masked as _redacted
+    from dsh.app._configdoc import masked as _redacted
 
     raw = {
         "x": {"api_key": "sk-123", "empty_token": "", "nested": [{"password": "p"}], "n": 1},
@@ -132,7 +132,7 @@ def test_ctrl_c_in_a_command_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
 
             register(Command("stop", "interrupted", stop))
 
-    from dsh import harness as harness_module
+    from dsh.app import _harness as harness_module
 
     original = harness_module.Harness.__init__
 

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 import structlog
 
-from dsh import Tool, aliases, hookimpl
+from dsh import Tool, hookimpl
+from dsh.app import _aliases as aliases
 from dsh.cli import main
-from dsh.llm import ModelInfo
-from dsh.request import ToolSchema
+from dsh.llm._service import ModelInfo
 from dsh.testing import ScriptedAdapter, text_response
-from dsh.tokens import Price
+from dsh.values._request import ToolSchema
+from dsh.values._tokens import Price
 from tests.test_cli_sessions import crash_in_a_turn, run_agent
 
 
@@ -72,7 +73,7 @@ class Extras:
 def with_extras(monkeypatch: pytest.MonkeyPatch, script: list[Any] = ()) -> Extras:  # type: ignore[assignment]
     """Give the CLI's harness the :class:`Extras` plugin."""
     extras = Extras(list(script))
-    from dsh import harness as harness_module
+    from dsh.app import _harness as harness_module
 
     original = harness_module.Harness.__init__
 
@@ -248,7 +249,7 @@ def test_plugins_in_process_and_third_party_tools(
     ]
     from dsh import Harness
     from dsh.cli import _tool_source
-    from dsh.plugins import PluginInfo
+    from dsh.hooks._loading import PluginInfo
 
     harness = Harness(load_entrypoints=False)
     harness.plugins.register(Extras([]), "acme", PluginInfo("acme", "acme-tools", "1.0"))
@@ -273,7 +274,7 @@ class LongNames:
 def test_long_names_keep_the_columns_aligned(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dsh import harness as harness_module
+    from dsh.app import _harness as harness_module
 
     original = harness_module.Harness.__init__
 

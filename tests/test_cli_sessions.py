@@ -18,9 +18,6 @@ import structlog
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
 from dsh.cli import main
-from dsh.content import Text
-from dsh.events import UserMessage
-from dsh.request import ToolSchema
 from dsh.testing import (
     MemoryStore,
     ScriptedAdapter,
@@ -30,6 +27,9 @@ from dsh.testing import (
     tool_call_response,
 )
 from dsh.testing.stores import crash
+from dsh.values._content import Text
+from dsh.values._events import UserMessage
+from dsh.values._request import ToolSchema
 from dsh_plugins.persistence_jsonl import default_dir
 from dsh_plugins.terminal_ui import headless
 from tests.plugins.terminal_ui.conftest import Kit, make_harness, run_args
@@ -88,7 +88,7 @@ def scripted_models(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> Scrip
         def dsh_register_llm_adapters(self, register: Any) -> None:
             register(["scripted"], adapter)
 
-    from dsh import harness as harness_module
+    from dsh.app import _harness as harness_module
 
     original = harness_module.Harness.__init__
 
@@ -316,7 +316,7 @@ def test_resume_exits_1_when_the_turn_could_not_be_saved(
 
 
 def with_plugins(monkeypatch: pytest.MonkeyPatch, *plugins: object) -> None:
-    from dsh import harness as harness_module
+    from dsh.app import _harness as harness_module
 
     original = harness_module.Harness.__init__
 

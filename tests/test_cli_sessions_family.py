@@ -10,11 +10,11 @@ import pytest
 import structlog
 
 from dsh import AgentOptions, Harness
-from dsh.chunks import StreamChunk
 from dsh.cli import main
-from dsh.events import SubagentStart
-from dsh.request import LlmRequest
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh.values._chunks import StreamChunk
+from dsh.values._events import SubagentStart
+from dsh.values._request import LlmRequest
 from tests.helpers import data_of
 
 
@@ -64,8 +64,8 @@ def test_show_links_parent_and_children(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_a_running_child_and_a_child_made_without_a_call() -> None:
-    from dsh.events import SessionEvent, SubagentParent, SubagentStart
-    from dsh.family import family_lines
+    from dsh.loop._family import family_lines
+    from dsh.values._events import SessionEvent, SubagentParent, SubagentStart
 
     events = [
         SessionEvent("subagent/parent", 0, 0.0, SubagentParent("p", "p-s", 2, 3)),

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import dsh.cluster
-from dsh.agent import Content
 from dsh.cluster import ENTRY_POINT_GROUP, HostLost, Pool, connect
-from dsh.errors import DshError
-from dsh.events import SessionEvent
+from dsh.values._agent import Content
+from dsh.values._errors import DshError
+from dsh.values._events import SessionEvent
 
 
 class ListPool(Pool):

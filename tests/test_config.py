@@ -12,8 +12,8 @@ import pytest
 from attrs import frozen
 
 from dsh import ConfigError, Harness, hookimpl
-from dsh.config import AgentLoopConfig, Config, load_toml
-from dsh.tools import ToolsConfig
+from dsh.tools._registry import ToolsConfig
+from dsh.values._config import AgentLoopConfig, Config, load_toml
 from dsh_plugins.tools_fs import FsConfig
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dsh import Harness
-from dsh.errors import ConfigError
+from dsh.values._errors import ConfigError
 
 #: (section, the section's table, the key the error must name). Timeouts are > 0, counts and
 #: caps at least 1 (or 0 where 0 means "none" or "no bound"), ratios in (0, 1] or [0, 1],

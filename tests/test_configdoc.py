@@ -12,8 +12,7 @@ import attrs
 import pytest
 
 from dsh import Harness, hookimpl
-from dsh.cli import main as cli_main
-from dsh.configdoc import (
+from dsh.app._configdoc import (
     config_sections,
     main,
     masked,
@@ -22,6 +21,7 @@ from dsh.configdoc import (
     secret_key,
     toml_value,
 )
+from dsh.cli import main as cli_main
 from dsh_plugins.tools_shell import ShellToolPlugin
 from tests.helpers import make_dist
 
@@ -34,7 +34,7 @@ def test_configuration_reference_is_generated_from_the_registered_classes(
     assert main([]) == 0
     committed = (DOCS / "configuration.md").read_text()
     assert capsys.readouterr().out == committed, (
-        "run: python -m dsh.configdoc > docs/configuration.md "
+        "run: python -m dsh.app._configdoc > docs/configuration.md "
         "(after pip install -e . if setup.cfg's entry points changed)"
     )
     for section in config_sections(Harness(disabled=())):

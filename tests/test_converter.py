@@ -12,7 +12,10 @@ from attrs import frozen
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from dsh.chunks import (
+from dsh.session._codec import EventCodec, structure, unstructure
+from dsh.session._log import pack
+from dsh.testing import strategies as ds
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -27,11 +30,9 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Block, Message, MessageSource, PluginSource, Text
-from dsh.converter import EventCodec, structure, unstructure
-from dsh.errors import DshError
-from dsh.eventlog import pack
-from dsh.events import (
+from dsh.values._content import Block, Message, MessageSource, PluginSource, Text
+from dsh.values._errors import DshError
+from dsh.values._events import (
     AssistantChunk,
     AssistantMessage,
     ContextMessage,
@@ -55,8 +56,7 @@ from dsh.events import (
     UserMessage,
     event_type_of,
 )
-from dsh.request import LlmRequest, ToolSchema
-from dsh.testing import strategies as ds
+from dsh.values._request import LlmRequest, ToolSchema
 
 ints = st.integers(0, 1000)
 content = st.lists(ds.blocks, max_size=3).map(tuple)
@@ -138,7 +138,7 @@ def test_a_packed_chunk_event_is_encoded_as_the_event_it_stands_for(
     if not isinstance(kept, tuple):
         return  # not a packed class: written as the event it is
     codec = EventCodec()
-    row, expected = codec.encode_packed(seq, kept), codec.encode(event)
+    row, expected = codec._encode_packed(seq, kept), codec.encode(event)
     assert json.dumps(row) == json.dumps(expected)  # same keys in the same order, same values
 
 
@@ -152,7 +152,7 @@ def test_a_packed_event_is_encoded_as_the_event_it_stands_for(
     kept = pack(event)
     assert isinstance(kept, tuple)
     codec = EventCodec()
-    row, expected = codec.encode_packed(seq, kept), codec.encode(event)
+    row, expected = codec._encode_packed(seq, kept), codec.encode(event)
     assert json.dumps(row) == json.dumps(expected)
 
 
@@ -206,7 +206,7 @@ def test_event_types_register_once() -> None:
 
 
 def test_dumps_is_compact_ascii_json() -> None:
-    from dsh.converter import dumps
+    from dsh.session._codec import dumps
 
     assert dumps({"a": [1, "é", None], "b": True}) == '{"a":[1,"\\u00e9",null],"b":true}'
 
@@ -221,8 +221,8 @@ def test_a_subclass_of_a_union_member_is_written_as_that_member() -> None:
 
 def test_importing_the_converter_builds_no_member_functions_until_one_is_used() -> None:
     code = (
-        "from dsh import converter\n"
-        "from dsh.chunks import TextDelta\n"
+        "from dsh.session import _codec as converter\n"
+        "from dsh.values._chunks import TextDelta\n"
         "before = converter._tagged.cache_info().currsize\n"
         "converter.unstructure(TextDelta(0, 'x'))\n"
         "print(before, converter._tagged.cache_info().currsize)\n"

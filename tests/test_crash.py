@@ -19,8 +19,9 @@ from typing import IO, Any
 
 import pytest
 
-from dsh.converter import EventCodec
-from dsh.events import (
+from dsh.session._codec import EventCodec
+from dsh.testing.mockserver import MockServer
+from dsh.values._events import (
     SessionEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -28,7 +29,6 @@ from dsh.events import (
     TurnEnd,
     TurnInterrupted,
 )
-from dsh.testing.mockserver import MockServer
 from dsh_plugins.persistence_jsonl import default_dir, file_name, read_session
 
 SESSION = "crash-session"
@@ -239,7 +239,7 @@ class Host:
 
     def dsh_register_tools(self, register: Any) -> None:
         from dsh import Tool
-        from dsh.request import ToolSchema
+        from dsh.values._request import ToolSchema
 
         async def block(args: Any, execution: Any) -> str:
             print("tool-started", flush=True)

@@ -18,9 +18,9 @@ from typing import IO, Any
 import pytest
 
 from dsh import Harness
-from dsh.content import Text
-from dsh.converter import EventCodec
-from dsh.events import SessionEvent, UserMessage
+from dsh.session._codec import EventCodec
+from dsh.values._content import Text
+from dsh.values._events import SessionEvent, UserMessage
 from dsh_plugins.persistence_jsonl import JsonlStore, file_name, read_session
 from dsh_plugins.persistence_sqlite import SqliteStore
 

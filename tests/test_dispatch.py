@@ -11,9 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh import AgentOptions, Harness, Tool, ToolExecution, ToolOutcome, hookimpl
-from dsh.content import Image, Message, Text, ToolCall, ToolResult, text_of
-from dsh.dispatch import call_ids, with_unique_call_ids
-from dsh.events import (
+from dsh.loop._dispatch import call_ids, with_unique_call_ids
+from dsh.testing import ScriptedAdapter, text_response, tool_calls_response
+from dsh.tools._registry import checked_outcome
+from dsh.values._content import Image, Message, Text, ToolCall, ToolResult, text_of
+from dsh.values._events import (
     AssistantMessage,
     ErrorEvent,
     SessionEvent,
@@ -23,9 +25,7 @@ from dsh.events import (
     TurnCompleted,
     TurnEnd,
 )
-from dsh.request import ToolSchema
-from dsh.testing import ScriptedAdapter, text_response, tool_calls_response
-from dsh.tools import checked_outcome
+from dsh.values._request import ToolSchema
 from dsh_plugins.persistence_jsonl import JsonlStore
 from tests.helpers import data_of, kinds
 

@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from dsh import AgentOptions, Command, Harness, PromptSection, Retry, Tool
-from dsh.hookdoc import render_hook_reference
-from dsh.hooks import HOOK_STYLES
-from dsh.request import ToolSchema
+from dsh.app._hookdoc import render_hook_reference
+from dsh.hooks._caller import HOOK_STYLES
 from dsh.testing import ScriptedAdapter, error_response, text_response, tool_call_response
-from dsh.tools import ToolExecution
+from dsh.tools._registry import ToolExecution
+from dsh.values._request import ToolSchema
 
 DOCS = Path(__file__).parent.parent / "docs"
 
 
 def test_hook_reference_is_generated_from_hookspecs() -> None:
     committed = (DOCS / "hooks.md").read_text()
-    assert committed == render_hook_reference(), "run: python -m dsh.hookdoc > docs/hooks.md"
+    assert committed == render_hook_reference(), "run: python -m dsh.app._hookdoc > docs/hooks.md"
     for name in HOOK_STYLES:
         assert f"## {name}\n" in committed
 
@@ -109,7 +109,7 @@ def test_import_dsh_loads_no_plugin_and_no_http_client() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('dsh_plugins', 'aiohttp', 'dsh.'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['dsh.lazy']"  # the lazy-name helper, nothing else
+    assert out.stdout.strip() == "['dsh._lazy']"  # the lazy-name helper, nothing else
 
 
 #: Model names DeepSeek retired (or keeps only as aliases of a newer name).

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from attrs import frozen
 
-from dsh.content import Text
-from dsh.converter import EventCodec
-from dsh.errors import DshError
-from dsh.events import (
+from dsh.session._codec import EventCodec
+from dsh.session._session import Session
+from dsh.values._content import Text
+from dsh.values._errors import DshError
+from dsh.values._events import (
     CORE_EVENT_TYPES,
     CoreEventData,
     EventData,
@@ -26,7 +27,6 @@ from dsh.events import (
     UserMessage,
     event_type_of,
 )
-from dsh.session import Session
 from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin
 from dsh_plugins.fallback import FallbackEvent, FallbackPlugin
 from dsh_plugins.permissions import ApprovalAsked, ApprovalDecided, PermissionsPlugin
@@ -126,7 +126,7 @@ def test_an_unknown_type_loaded_and_stored_again_is_unchanged() -> None:
 def test_what_a_log_holds_most_of_carries_no_weak_reference_slot() -> None:
     """Events, assistant chunks and the chunks in them are most objects an agent keeps alive:
     without a weak-reference slot each costs 8 bytes less (issue 16, W4)."""
-    from dsh.chunks import (
+    from dsh.values._chunks import (
         BlockEnd,
         BlockStart,
         Finish,
@@ -137,7 +137,7 @@ def test_what_a_log_holds_most_of_carries_no_weak_reference_slot() -> None:
         ToolCallDelta,
         UsageChunk,
     )
-    from dsh.events import AssistantChunk
+    from dsh.values._events import AssistantChunk
 
     chunk = TextDelta(0, "a")
     values: list[Any] = [

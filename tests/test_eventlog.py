@@ -13,8 +13,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh import eventlog
-from dsh.chunks import (
+from dsh.session import _log as eventlog
+from dsh.session._log import (
+    PACKED_DATA,
+    DeltaRun,
+    EventLog,
+    Packed,
+    PackedEvent,
+    pack,
+    pack_data,
+    runs,
+    unpack,
+)
+from dsh.session._session import Session
+from dsh.testing.strategies import packed_event_data, stream_chunks
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -30,19 +43,8 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Block, Reasoning, Text, ToolCall
-from dsh.eventlog import (
-    PACKED_DATA,
-    DeltaRun,
-    EventLog,
-    Packed,
-    PackedEvent,
-    pack,
-    pack_data,
-    runs,
-    unpack,
-)
-from dsh.events import (
+from dsh.values._content import Block, Reasoning, Text, ToolCall
+from dsh.values._events import (
     AssistantChunk,
     ErrorEvent,
     RetryEvent,
@@ -55,8 +57,6 @@ from dsh.events import (
     TurnStart,
     UserMessage,
 )
-from dsh.session import Session
-from dsh.testing.strategies import packed_event_data, stream_chunks
 
 PACKED: list[StreamChunk] = [
     TextDelta(0, "hello"),
@@ -200,7 +200,7 @@ def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
     chunks = get_args(StreamChunk)  # every chunk class
     times = itertools.count(1_700_000_000)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("dsh.session.time.time", lambda: float(next(times)))
+        patch.setattr("dsh.session._session.time.time", lambda: float(next(times)))
         for item in items:
             if isinstance(item, chunks):
                 logged.log_chunk(1, 2, item)
@@ -244,7 +244,7 @@ def test_an_event_nobody_observes_is_logged_without_being_built(
         built.append(args[3])
         return real(*args)
 
-    monkeypatch.setattr("dsh.session.SessionEvent", counting)
+    monkeypatch.setattr("dsh.session._session.SessionEvent", counting)
     chunk = AssistantChunk(1, 1, TextDelta(0, "hi"))
     for data in (StepStart(1, 1), chunk, StepEnd(1, 1), ToolCallEvent(1, 1, "c", "echo", "{}")):
         session.log(data)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh.chunks import LlmFailure, TextDelta
-from dsh.content import Text, ToolCall
-from dsh.events import (
+from dsh.session._text import brief, describe, outcome
+from dsh.values._chunks import LlmFailure, TextDelta
+from dsh.values._content import Text, ToolCall
+from dsh.values._events import (
     AssistantChunk,
     AssistantMessage,
     ElidedResult,
@@ -26,7 +27,6 @@ from dsh.events import (
     TurnStart,
     WithdrawnMessage,
 )
-from dsh.eventtext import brief, describe, outcome
 
 
 def said(type_: str, data: Any) -> str:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from dsh import Command, ConfigError, DshError, Harness, hookimpl
-from dsh.chunks import TokenUsage
-from dsh.content import Image, Text, text_of
+from dsh.values._chunks import TokenUsage
+from dsh.values._content import Image, Text, text_of
 
 
 async def test_lifetime_hooks_and_idempotent_load_and_close() -> None:

@@ -11,8 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh.content import AgentSource, Message, Text, ToolResult
-from dsh.events import (
+from dsh.session._session import Session, context_message, derive_history, summary_message
+from dsh.values._content import AgentSource, Message, Text, ToolResult
+from dsh.values._events import (
     AssistantMessage,
     ContextMessage,
     ElidedResult,
@@ -24,7 +25,6 @@ from dsh.events import (
     ToolResultEvent,
     UserMessage,
 )
-from dsh.session import Session, context_message, derive_history, summary_message
 
 CALL_IDS = ("a", "b", "c")
 texts = st.text(alphabet="xyz ", max_size=4).map(lambda t: (Text(t),))

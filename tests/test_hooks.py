@@ -12,15 +12,22 @@ import pytest
 from structlog.testing import capture_logs
 
 from dsh import Harness, HookError, PluginLoadError, Stop, for_events, hookimpl
-from dsh.agent import Continuation
-from dsh.chunks import StreamChunk, TextDelta
-from dsh.content import Text, text_of
-from dsh.events import SessionEvent, StepStart, TurnCompleted, TurnEnd, TurnStart, UserMessage
-from dsh.hooks import HOOK_STYLES, HookRuntime
-from dsh.plugins import Plugins
-from dsh.request import LlmRequest
+from dsh.hooks._caller import HOOK_STYLES, HookRuntime
+from dsh.hooks._loading import Plugins
 from dsh.testing import text_response
-from dsh.tools import ToolExecution, ToolOutcome
+from dsh.tools._registry import ToolExecution, ToolOutcome
+from dsh.values._agent import Continuation
+from dsh.values._chunks import StreamChunk, TextDelta
+from dsh.values._content import Text, text_of
+from dsh.values._events import (
+    SessionEvent,
+    StepStart,
+    TurnCompleted,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+)
+from dsh.values._request import LlmRequest
 from tests.helpers import scripted_agent
 
 
@@ -455,7 +462,7 @@ def test_registering_the_same_name_twice_fails() -> None:
 
 
 def test_every_hook_has_a_style_and_a_docstring() -> None:
-    from dsh import hookspecs
+    from dsh.hooks import _specs as hookspecs
 
     for name, style in HOOK_STYLES.items():
         doc = getattr(hookspecs, name).__doc__

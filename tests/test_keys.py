@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from dsh import AgentOptions, Harness, keys
+from dsh import AgentOptions, Harness
+from dsh.app import _keys as keys
+from dsh.app._userconfig import UserConfigError, config_dir
 from dsh.cli import main
-from dsh.content import Text
-from dsh.events import TurnCompleted, TurnEnd, TurnError, UserMessage
 from dsh.testing.mockserver import MockServer
-from dsh.userconfig import UserConfigError, config_dir
+from dsh.values._content import Text
+from dsh.values._events import TurnCompleted, TurnEnd, TurnError, UserMessage
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.terminal_ui import startup
 from tests.helpers import data_of

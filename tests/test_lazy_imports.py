@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 START = """
 import asyncio, json, sys
 from dsh import Harness
-from dsh import converter
+from dsh.session import _codec as converter
 
 async def main():
     config = {
@@ -53,7 +53,7 @@ LAZY = (
     *ADAPTERS,
     *TERMINAL,
     "argparse",
-    "dsh.configdoc",
+    "dsh.app._configdoc",
     "dsh_plugins.mcp.commands",
     "opentelemetry",
     "tomllib",
@@ -131,7 +131,7 @@ def test_the_pytest_plugin_imports_nothing_of_dsh_but_itself() -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [
         "dsh",
-        "dsh.lazy",
+        "dsh._lazy",
         "dsh.testing",
         "dsh.testing.mock",
         "dsh.testing.pytest_plugin",

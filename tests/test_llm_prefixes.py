@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from dsh import Harness, LlmError
-from dsh.content import text_of
-from dsh.llm import ANY_MODEL, DeferredAdapter, LlmService
-from dsh.request import LlmRequest
+from dsh.llm._service import ANY_MODEL, DeferredAdapter, LlmService
 from dsh.testing import ScriptedAdapter, text_response
+from dsh.values._content import text_of
+from dsh.values._request import LlmRequest
 
 
 async def test_a_prefix_serves_every_id_under_it_and_exact_ids_win(harness: Harness) -> None:

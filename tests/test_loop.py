@@ -10,7 +10,16 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Continuation, DshError, Harness, Retry, Stop, Tool, hookimpl
-from dsh.chunks import (
+from dsh.testing import (
+    error_response,
+    hang,
+    max_tokens_response,
+    raise_error,
+    reasoning_response,
+    text_response,
+    tool_call_response,
+)
+from dsh.values._chunks import (
     Finish,
     FinishAborted,
     FinishMaxTokens,
@@ -19,8 +28,16 @@ from dsh.chunks import (
     TextDelta,
     ToolCallDelta,
 )
-from dsh.content import Message, PluginSource, Reasoning, Text, ToolCall, ToolResult, text_of
-from dsh.events import (
+from dsh.values._content import (
+    Message,
+    PluginSource,
+    Reasoning,
+    Text,
+    ToolCall,
+    ToolResult,
+    text_of,
+)
+from dsh.values._events import (
     AssistantChunk,
     AssistantMessage,
     ContextMessage,
@@ -37,16 +54,7 @@ from dsh.events import (
     TurnStart,
     UserMessage,
 )
-from dsh.request import LlmRequest, ToolSchema
-from dsh.testing import (
-    error_response,
-    hang,
-    max_tokens_response,
-    raise_error,
-    reasoning_response,
-    text_response,
-    tool_call_response,
-)
+from dsh.values._request import LlmRequest, ToolSchema
 from tests.helpers import data_of, kinds, of_type, scripted_agent
 
 
@@ -211,7 +219,7 @@ async def test_steering_left_after_turn_end_is_requeued(harness: Harness) -> Non
 
 
 def _steer_message(text: str) -> Any:
-    from dsh.inbox import InboxMessage
+    from dsh.loop._inbox import InboxMessage
 
     return InboxMessage((Text(text),))
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh.content import Message, Text
-from dsh.memo import HistoryMemo
-from dsh.request import LlmRequest
-from dsh.tokens import TokenMeter, estimate_tokens, message_tokens
+from dsh.values._content import Message, Text
+from dsh.values._memo import HistoryMemo
+from dsh.values._request import LlmRequest
+from dsh.values._tokens import TokenMeter, estimate_tokens, message_tokens
 
 POOL = tuple(Message("user", (Text(f"m{i}" * i),)) for i in range(8))
 

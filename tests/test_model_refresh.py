@@ -18,14 +18,15 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh import hookimpl, modelcache
+from dsh import hookimpl
+from dsh.app import _modelcache as modelcache
+from dsh.app._harness import Harness
+from dsh.app._userconfig import UserConfigError
 from dsh.cli import main
-from dsh.errors import LlmError
-from dsh.harness import Harness
-from dsh.llm import DeferredAdapter, ModelInfo
+from dsh.llm._service import DeferredAdapter, ModelInfo
 from dsh.testing import ScriptedAdapter
-from dsh.tokens import PeakHours, Price, PriceSchedule
-from dsh.userconfig import UserConfigError
+from dsh.values._errors import LlmError
+from dsh.values._tokens import PeakHours, Price, PriceSchedule
 from dsh_plugins.llm_anthropic.listing import page_of
 from dsh_plugins.llm_providers.listing import listed_models
 

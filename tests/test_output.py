@@ -9,10 +9,8 @@ import attrs
 import pytest
 
 from dsh import AgentOptions, Continuation, Harness, OutputError, Stop, hookimpl
-from dsh.events import TurnCompleted
-from dsh.llm import ModelInfo
-from dsh.output import FINAL_RESULT, OutputFailed, OutputResult, OutputRetry, output_spec
-from dsh.request import LlmRequest
+from dsh.llm._service import ModelInfo
+from dsh.loop._output import FINAL_RESULT, OutputFailed, OutputResult, OutputRetry, output_spec
 from dsh.testing import (
     ScriptedAdapter,
     ScriptEntry,
@@ -21,6 +19,8 @@ from dsh.testing import (
     tool_call_response,
     tool_calls_response,
 )
+from dsh.values._events import TurnCompleted
+from dsh.values._request import LlmRequest
 from tests.helpers import of_type, scripted_agent
 
 
@@ -150,8 +150,15 @@ async def test_other_tools_run_beside_the_result(harness: Harness) -> None:
 
 
 async def test_arguments_that_are_not_json(harness: Harness) -> None:
-    from dsh.chunks import BlockEnd, BlockStart, Finish, FinishToolCalls, StreamChunk, ToolCallDelta
-    from dsh.content import ToolCall
+    from dsh.values._chunks import (
+        BlockEnd,
+        BlockStart,
+        Finish,
+        FinishToolCalls,
+        StreamChunk,
+        ToolCallDelta,
+    )
+    from dsh.values._content import ToolCall
 
     broken: list[StreamChunk] = [
         BlockStart(0, "tool-call"),
@@ -275,7 +282,7 @@ def test_schemas_of_the_supported_types() -> None:
 
 
 def test_events_round_trip(harness: Harness) -> None:
-    from dsh.events import SessionEvent
+    from dsh.values._events import SessionEvent
 
     pairs: list[tuple[str, OutputRetry | OutputResult | OutputFailed]] = [
         ("output/retry", OutputRetry(1, 1, "bad")),
@@ -297,7 +304,7 @@ async def test_requests_of_agents_without_output_type_are_unchanged(harness: Har
 
 def test_output_types_by_import_path() -> None:
     from dsh import DshError
-    from dsh.output import import_type
+    from dsh.loop._output import import_type
 
     assert import_type("tests.test_output:City") is City
     with pytest.raises(DshError, match=r"is not 'package\.module:Name'"):

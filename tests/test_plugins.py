@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-import dsh.plugins
+import dsh.hooks._loading
 from dsh import Harness, PluginLoadError, hookimpl
-from dsh.plugins import ENTRY_POINT_GROUP, Plugins, disabled_from_env
+from dsh.hooks._loading import ENTRY_POINT_GROUP, Plugins, disabled_from_env
 from tests.helpers import foreign_plugins, hide_plugins, make_dist
 
 
@@ -41,7 +41,7 @@ def test_an_entry_point_without_a_distribution_loads_without_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     made = EntryPoint("bare", "tests.test_plugins:Host", ENTRY_POINT_GROUP)
-    monkeypatch.setattr(dsh.plugins, "entry_points", lambda group: EntryPoints([made]))
+    monkeypatch.setattr(dsh.hooks._loading, "entry_points", lambda group: EntryPoints([made]))
     plugins = Plugins()
     plugins.load_entrypoints()
     assert plugins.names() == ["bare"]
@@ -127,7 +127,7 @@ class Host:
 
 HINT_PLUGIN = """
 from dsh import hookimpl, tool
-from dsh.prompt import PromptSection
+from dsh.llm._prompt import PromptSection
 
 @tool
 def calculate(expression: str) -> str:

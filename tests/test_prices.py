@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh import Harness
-from dsh.chunks import StreamChunk, TokenUsage
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest
-from dsh.tokens import PeakHours, Price, PriceBook, PriceSchedule
+from dsh.llm._service import ModelInfo
+from dsh.values._chunks import StreamChunk, TokenUsage
+from dsh.values._request import LlmRequest
+from dsh.values._tokens import PeakHours, Price, PriceBook, PriceSchedule
 
 PEAK = Price(input=2.0, output=8.0, cache_read=0.5)
 OFF_PEAK = Price(input=1.0, output=4.0, cache_read=0.25)

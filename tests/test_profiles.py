@@ -11,8 +11,8 @@ import attrs
 import pytest
 
 from dsh import AgentOptions, DshError, Harness
-from dsh.config import AgentConfig
-from dsh.profiles import find_profile, options_for
+from dsh.loop._profiles import find_profile, options_for
+from dsh.values._config import AgentConfig
 
 
 @attrs.frozen

@@ -13,8 +13,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from dsh import AgentOptions, DshError, Harness, Tool, hookimpl
-from dsh.content import Text, ToolCall
-from dsh.events import (
+from dsh.loop._failures import SESSION_NOT_SAVED
+from dsh.loop._recovery import NOT_STARTED, UNKNOWN, closing_events, pending_messages
+from dsh.session._session import Session, SessionBusy, Writer, agent_id_of, new_session_id
+from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
+from dsh.values._content import Text, ToolCall
+from dsh.values._events import (
     AssistantMessage,
     ErrorEvent,
     SeedEnd,
@@ -30,11 +34,7 @@ from dsh.events import (
     TurnStart,
     UserMessage,
 )
-from dsh.failures import SESSION_NOT_SAVED
-from dsh.recovery import NOT_STARTED, UNKNOWN, closing_events, pending_messages
-from dsh.request import ToolSchema
-from dsh.session import Session, SessionBusy, Writer, agent_id_of, new_session_id
-from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
+from dsh.values._request import ToolSchema
 from tests.helpers import data_as, data_of, kinds, of_type
 
 

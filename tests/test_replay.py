@@ -8,7 +8,18 @@ from attrs import evolve
 from hypothesis import assume, given
 
 from dsh import AgentOptions, Harness, Tool
-from dsh.chunks import (
+from dsh.session._verify import Mismatch, verify
+from dsh.testing import (
+    ScriptedAdapter,
+    error_response,
+    max_tokens_response,
+    raise_error,
+    reasoning_response,
+    text_response,
+    tool_call_response,
+)
+from dsh.testing.strategies import StreamCase, chunk_streams
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -21,8 +32,8 @@ from dsh.chunks import (
     TextDelta,
     TokenUsage,
 )
-from dsh.content import Reasoning, Text
-from dsh.events import (
+from dsh.values._content import Reasoning, Text
+from dsh.values._events import (
     RETRY_EVENT,
     AssistantChunk,
     AssistantMessage,
@@ -31,18 +42,7 @@ from dsh.events import (
     StepEnd,
     StepStart,
 )
-from dsh.request import ToolSchema
-from dsh.testing import (
-    ScriptedAdapter,
-    error_response,
-    max_tokens_response,
-    raise_error,
-    reasoning_response,
-    text_response,
-    tool_call_response,
-)
-from dsh.testing.strategies import StreamCase, chunk_streams
-from dsh.verify import Mismatch, verify
+from dsh.values._request import ToolSchema
 from dsh_plugins.retry import RetryPlugin
 
 

@@ -14,11 +14,8 @@ import pytest
 
 import dsh
 from dsh import DshError, Harness, hookimpl
-from dsh.chunks import TokenUsage
-from dsh.config import find_config
-from dsh.events import TurnCompleted
-from dsh.llm import ModelInfo
-from dsh.output import FINAL_RESULT
+from dsh.llm._service import ModelInfo
+from dsh.loop._output import FINAL_RESULT
 from dsh.testing import (
     ScriptedAdapter,
     ScriptEntry,
@@ -27,7 +24,10 @@ from dsh.testing import (
     tool_call_response,
 )
 from dsh.testing.mockserver import MockServer
-from dsh.tokens import Price
+from dsh.values._chunks import TokenUsage
+from dsh.values._config import find_config
+from dsh.values._events import TurnCompleted
+from dsh.values._tokens import Price
 from tests.helpers import make_dist
 
 

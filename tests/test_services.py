@@ -19,9 +19,14 @@ from dsh import (
     ToolOutcome,
     hookimpl,
 )
-from dsh.chunks import StreamChunk, TextDelta
-from dsh.content import AgentSource, Image, Message, PluginSource, Text, ToolResult, text_of
-from dsh.events import (
+from dsh.llm._prompt import PromptAssembly, render
+from dsh.llm._service import DeferredAdapter, ModelInfo
+from dsh.session._session import Session, context_message
+from dsh.testing import ScriptedAdapter, text_response
+from dsh.tools._registry import ToolExecution, as_content
+from dsh.values._chunks import StreamChunk, TextDelta
+from dsh.values._content import AgentSource, Image, Message, PluginSource, Text, ToolResult, text_of
+from dsh.values._events import (
     AssistantMessage,
     ContextMessage,
     SessionEvent,
@@ -33,12 +38,7 @@ from dsh.events import (
     TurnError,
     UserMessage,
 )
-from dsh.llm import DeferredAdapter, ModelInfo
-from dsh.prompt import PromptAssembly, render
-from dsh.request import LlmRequest, ToolSchema
-from dsh.session import Session, context_message
-from dsh.testing import ScriptedAdapter, text_response
-from dsh.tools import ToolExecution, as_content
+from dsh.values._request import LlmRequest, ToolSchema
 from tests.helpers import data_of
 
 # -- llm ---------------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ import contextlib
 
 import pytest
 
-from dsh.content import Text
-from dsh.inbox import Inbox, InboxMessage, Signal
+from dsh.loop._inbox import Inbox, InboxMessage, Signal
+from dsh.values._content import Text
 
 
 async def test_set_wakes_every_waiter_and_a_set_signal_does_not_wait() -> None:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh.errors import LlmError
-from dsh.sse import DONE, SseEvent, SseParser, parse_sse
+from dsh.llm._sse import DONE, SseEvent, SseParser, parse_sse
+from dsh.values._errors import LlmError
 
 
 def feed_all(parser: SseParser, *reads: bytes) -> list[SseEvent]:

@@ -1,5 +1,5 @@
 """The session-store conformance kit, run on the in-memory reference store of dsh.testing, and
-the base it and the built-in stores build on (:class:`dsh.store.BufferedStore`)."""
+the base it and the built-in stores build on (:class:`dsh.session._store.BufferedStore`)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-import dsh.session
+import dsh.session._session
 from dsh import Harness
-from dsh.content import Text
-from dsh.converter import EventCodec, structure, unstructure
-from dsh.events import CORE_EVENT_TYPES, RawEventData, SessionEvent, TurnStart, UserMessage
-from dsh.session import SessionConflict
-from dsh.store import TITLE_CHARS, Batch, BufferedStore, Fsync, title_of
+from dsh.session._codec import EventCodec, structure, unstructure
+from dsh.session._session import SessionConflict
+from dsh.session._store import TITLE_CHARS, Batch, BufferedStore, Fsync, title_of
 from dsh.testing import MemoryStore
 from dsh.testing.stores import KitEvent, SessionStoreContract, event_data, event_logs
+from dsh.values._content import Text
+from dsh.values._events import CORE_EVENT_TYPES, RawEventData, SessionEvent, TurnStart, UserMessage
 from dsh_plugins.persistence_jsonl import JsonlStore
 from dsh_plugins.persistence_sqlite import SqliteStore
 
@@ -64,7 +64,9 @@ def test_event_data_builds_any_attrs_class(data: KitEvent) -> None:
 
 
 def test_the_three_stores_build_on_the_public_base() -> None:
-    assert dsh.session.BufferedStore is BufferedStore and dsh.session.Batch is Batch
+    assert (
+        dsh.session._session.BufferedStore is BufferedStore and dsh.session._session.Batch is Batch
+    )
     for store in (MemoryStore(), JsonlStore(), SqliteStore()):
         assert isinstance(store, BufferedStore)
 

@@ -1,4 +1,4 @@
-"""dsh.streaming against a real loopback aiohttp server that plays a script of writes and
+"""dsh.llm._http against a real loopback aiohttp server that plays a script of writes and
 pauses: the deadlines, the size cap, the broken and the unfinished stream, the pooled client.
 
 The loopback server runs in the test's own event loop, so a loaded machine delays its writes as
@@ -20,9 +20,9 @@ import pytest
 from aiohttp import web
 from attrs import frozen
 
-from dsh.errors import LlmError
-from dsh.sse import SseEvent
-from dsh.streaming import EventReader, HttpClient
+from dsh.llm._http import EventReader, HttpClient
+from dsh.llm._sse import SseEvent
+from dsh.values._errors import LlmError
 
 EVENT = b'data: {"n": 1}\n\n'
 DONE = b"data: [DONE]\n\n"

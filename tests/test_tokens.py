@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dsh.chunks import TokenUsage
-from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.request import LlmRequest, ToolSchema
-from dsh.tokens import (
+from dsh.values._chunks import TokenUsage
+from dsh.values._content import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.values._request import LlmRequest, ToolSchema
+from dsh.values._tokens import (
     MESSAGE_OVERHEAD,
     Price,
     TokenMeter,

@@ -10,10 +10,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from dsh import Harness, Tool, ToolExecution, hookimpl
-from dsh.request import ToolSchema
-from dsh.tooldef import tool
-from dsh.tools import InvalidTool
-from dsh.toolschema import MAX_SCHEMA_DEPTH, describe_problem, schema_problem, validate
+from dsh.tools._define import tool
+from dsh.tools._registry import InvalidTool
+from dsh.tools._schema import MAX_SCHEMA_DEPTH, describe_problem, schema_problem, validate
+from dsh.values._request import ToolSchema
 
 TYPES = '"null", "boolean", "integer", "number", "string", "array", "object"'
 

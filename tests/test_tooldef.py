@@ -17,12 +17,12 @@ import pytest
 
 import dsh
 from dsh import AgentOptions, Harness, Tool, ToolExecution, ToolOutcome
-from dsh.content import Image, Text
-from dsh.docstrings import parse_docstring
-from dsh.request import ToolSchema
-from dsh.tooldef import tool
-from dsh.tools import ToolError, ToolsConfig, confine
-from dsh.toolschema import validate
+from dsh.tools._define import tool
+from dsh.tools._docstrings import parse_docstring
+from dsh.tools._registry import ToolError, ToolsConfig, confine
+from dsh.tools._schema import validate
+from dsh.values._content import Image, Text
+from dsh.values._request import ToolSchema
 
 
 def props(t: Tool) -> dict[str, Any]:
@@ -736,7 +736,7 @@ async def test_bytes_are_utf8_text_or_an_error(harness: Harness) -> None:
 
 
 def test_the_schema_of_one_annotation_or_field_is_public() -> None:
-    from dsh.toolschema import field_shape, shape_of
+    from dsh.tools._schema import field_shape, shape_of
 
     class Colour(enum.Enum):
         RED = "red"

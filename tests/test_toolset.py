@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from dsh import Harness, Tool
-from dsh.content import text_of
-from dsh.events import ToolResultEvent
-from dsh.output import FINAL_RESULT
-from dsh.request import ToolSchema
+from dsh.loop._output import FINAL_RESULT
 from dsh.testing import text_response, tool_call_response, tool_calls_response
+from dsh.values._content import text_of
+from dsh.values._events import ToolResultEvent
+from dsh.values._request import ToolSchema
 from tests.helpers import data_of, scripted_agent
 
 

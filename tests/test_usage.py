@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 
 from dsh import Harness
-from dsh.chunks import TokenUsage
-from dsh.events import AssistantMessage, HistorySummary, SessionEvent, StepStart
-from dsh.usage import (
+from dsh.app._usage import (
     Price,
     UsageMeter,
     dollars,
     price_book,
     prices_from_config,
 )
+from dsh.values._chunks import TokenUsage
+from dsh.values._events import AssistantMessage, HistorySummary, SessionEvent, StepStart
 from dsh_plugins.budgets import BudgetsPlugin
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 

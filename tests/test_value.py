@@ -1,4 +1,5 @@
-"""dsh.value.Value: one repr for every attrs class of dsh, the text attrs' own repr writes."""
+"""dsh.values._value.Value: one repr for every attrs class of dsh, the text attrs' own repr
+writes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 import dsh
 import dsh_plugins
-from dsh.value import Value
+from dsh.values._value import Value
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dsh.lazy import imported
+from dsh._lazy import imported
 
 if TYPE_CHECKING:
     from dsh.testing.memory import MemoryStore

@@ -39,9 +39,22 @@ import attrs
 import pytest
 from attrs import field, frozen
 
-from dsh.agent import AgentOptions
-from dsh.assembler import AssembledMessage, assemble
-from dsh.chunks import (
+from dsh.app._harness import Harness
+from dsh.hooks._markers import hookimpl
+from dsh.llm._assembler import AssembledMessage, assemble
+from dsh.llm._service import LlmAdapter
+from dsh.llm._sse import parse_sse
+from dsh.session._verify import verify
+from dsh.testing.mockserver import MockServer, Scenario, completion_json, reply
+from dsh.testing.mockserver import anthropic as anthropic_wire
+from dsh.testing.mockserver.anthropic_checks import openai_body, thinking_on
+from dsh.testing.mockserver.catalogue import ScenarioSpec, resolve
+from dsh.testing.mockserver.conversation import in_thinking_mode, thinking_enabled
+from dsh.testing.mockserver.validate import serving_model
+from dsh.testing.mockserver.wire import frame_bytes
+from dsh.tools._registry import Tool, ToolExecution
+from dsh.values._agent import AgentOptions
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     BlockType,
@@ -60,9 +73,9 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Block, Message, Reasoning, Text, ToolCall
-from dsh.errors import LlmError
-from dsh.events import (
+from dsh.values._content import Block, Message, Reasoning, Text, ToolCall
+from dsh.values._errors import LlmError
+from dsh.values._events import (
     AssistantChunk,
     AssistantMessage,
     ErrorEvent,
@@ -74,21 +87,8 @@ from dsh.events import (
     TurnError,
     TurnMaxTokens,
 )
-from dsh.harness import Harness
-from dsh.llm import LlmAdapter
-from dsh.markers import hookimpl
-from dsh.request import LlmRequest, ToolSchema
-from dsh.sse import parse_sse
-from dsh.testing.mockserver import MockServer, Scenario, completion_json, reply
-from dsh.testing.mockserver import anthropic as anthropic_wire
-from dsh.testing.mockserver.anthropic_checks import openai_body, thinking_on
-from dsh.testing.mockserver.catalogue import ScenarioSpec, resolve
-from dsh.testing.mockserver.conversation import in_thinking_mode, thinking_enabled
-from dsh.testing.mockserver.validate import serving_model
-from dsh.testing.mockserver.wire import frame_bytes
-from dsh.tools import Tool, ToolExecution
-from dsh.value import Value
-from dsh.verify import verify
+from dsh.values._request import LlmRequest, ToolSchema
+from dsh.values._value import Value
 
 __all__ = [
     "ANTHROPIC_PATH",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from dsh.events import SessionEvent
-from dsh.markers import hookimpl
-from dsh.session import (
+from dsh.hooks._markers import hookimpl
+from dsh.session._session import (
     Batch,
     BufferedStore,
     Session,
@@ -15,14 +14,15 @@ from dsh.session import (
     SessionSummary,
     Writer,
 )
-from dsh.store import title_of
+from dsh.session._store import title_of
+from dsh.values._events import SessionEvent
 
 __all__ = ["MemoryStore"]
 
 
 class MemoryStore(BufferedStore):
     """An in-memory session store plugin: what a persistence plugin does, minus the disk — the
-    smallest complete :class:`~dsh.session.BufferedStore`.
+    smallest complete :class:`~dsh.session._session.BufferedStore`.
 
     Events count as stored once a checkpoint or flush ran (``written(session)`` says how
     many), so a test can "crash" a harness by dropping it and resume another from ``stored``.

@@ -20,14 +20,14 @@ import pytest
 from dsh.testing.mock import mock_server
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.app._harness import Harness
 
 __all__ = ["dsh_harness", "dsh_harness_factory", "mock_server"]
 
 
 @pytest.fixture
 async def dsh_harness_factory() -> AsyncIterator[Callable[..., Awaitable[Harness]]]:
-    from dsh.harness import Harness
+    from dsh.app._harness import Harness
 
     made: list[Harness] = []
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from attrs import frozen
 
-from dsh.chunks import (
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -33,10 +33,10 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Reasoning, Text, ToolCall
-from dsh.errors import DshError, LlmError
-from dsh.request import LlmRequest
-from dsh.value import Value
+from dsh.values._content import Reasoning, Text, ToolCall
+from dsh.values._errors import DshError, LlmError
+from dsh.values._request import LlmRequest
+from dsh.values._value import Value
 
 __all__ = [
     "Hang",

@@ -20,7 +20,7 @@ stay apart; a session has one writer — a second store (a second process) canno
 replace it while the first holds it, and can once the first closed it, and two stores resuming,
 appending to, checkpointing and closing one session in any order (hypothesis) never both hold
 it and never lose what the holder committed; a writer that loaded a
-session another one has written since gets :class:`~dsh.session.SessionConflict` and stored
+session another one has written since gets :class:`~dsh.session._session.SessionConflict` and stored
 events are never deleted; a fork records its parent and stores its seed; a resumed session
 appends; a crash loses nothing checkpointed and ``agent_loop.resume`` closes the open turn;
 listings are newest first, filtered and limited. The async checks need pytest-asyncio.
@@ -46,11 +46,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
-from dsh.agent import Agent
-from dsh.chunks import FinishReason, LlmFailure, StreamChunk, TokenUsage
-from dsh.content import Block, MessageSource, Text
-from dsh.converter import EventCodec
-from dsh.events import (
+from dsh.session._codec import EventCodec
+from dsh.session._session import Session, SessionBusy, SessionConflict
+from dsh.testing import ScriptedAdapter, strategies, text_response, tool_call_response
+from dsh.values._agent import Agent
+from dsh.values._chunks import FinishReason, LlmFailure, StreamChunk, TokenUsage
+from dsh.values._content import Block, MessageSource, Text
+from dsh.values._events import (
     RawEventData,
     SeedEnd,
     SessionEvent,
@@ -59,10 +61,8 @@ from dsh.events import (
     TurnInterrupted,
     UserMessage,
 )
-from dsh.request import ToolSchema
-from dsh.session import Session, SessionBusy, SessionConflict
-from dsh.testing import ScriptedAdapter, strategies, text_response, tool_call_response
-from dsh.value import Value
+from dsh.values._request import ToolSchema
+from dsh.values._value import Value
 
 __all__ = [
     "KIT_EVENT",
@@ -152,7 +152,7 @@ def event_logs(
     event_types: Mapping[str, type[Any]], min_size: int = 0, max_size: int = 12
 ) -> st.SearchStrategy[list[tuple[str, Any]]]:
     """``(type, data)`` pairs of the registered ``event_types``, plus unknown ones with raw
-    data (a :class:`~dsh.events.RawEventData`)."""
+    data (a :class:`~dsh.values._events.RawEventData`)."""
     registered = [
         st.tuples(st.just(name), event_data(cls)) for name, cls in sorted(event_types.items())
     ]

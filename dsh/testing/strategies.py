@@ -2,7 +2,7 @@
 
 :func:`chunk_streams` draws *valid but messy* streams — interleaved blocks, arbitrary delta
 splits, delta-only blocks, duplicate ``block-end``, late deltas, several ``usage`` chunks — with
-the :class:`~dsh.assembler.AssembledMessage` they must fold to. Adapter authors can feed them
+the :class:`~dsh.llm._assembler.AssembledMessage` they must fold to. Adapter authors can feed them
 through their own consumers; the assembler is tested with them.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 from attrs import frozen
 from hypothesis import strategies as st
 
-from dsh.assembler import AssembledMessage
-from dsh.chunks import (
+from dsh.llm._assembler import AssembledMessage
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -34,7 +34,7 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import (
+from dsh.values._content import (
     AgentSource,
     Block,
     Image,
@@ -47,9 +47,9 @@ from dsh.content import (
     ToolResult,
     UserSource,
 )
-from dsh.events import ErrorEvent, RetryEvent, StepEnd, StepStart, ToolCallEvent
-from dsh.request import LlmRequest, ToolSchema
-from dsh.value import Value
+from dsh.values._events import ErrorEvent, RetryEvent, StepEnd, StepStart, ToolCallEvent
+from dsh.values._request import LlmRequest, ToolSchema
+from dsh.values._value import Value
 
 __all__ = [
     "StreamCase",
@@ -143,7 +143,7 @@ stream_chunks: st.SearchStrategy[StreamChunk] = st.one_of(
     st.builds(Finish, finish_reasons),
 )
 
-#: The data of events a session log keeps packed (:data:`dsh.eventlog.PACKED_DATA`), any values
+#: The data of events a session log keeps packed (:data:`dsh.session._log.PACKED_DATA`), any values
 #: of the declared types (floats include NaN and the infinities).
 _step = st.integers(0, 10**6)
 packed_event_data = st.one_of(

@@ -23,22 +23,24 @@ from attrs import define, field, frozen
 from attrs.validators import optional
 
 from dsh import Continuation, Stop, for_events, hookimpl
-from dsh.agent import Agent
-from dsh.chunks import TokenUsage
-from dsh.config import at_least, greater_than
-from dsh.events import (
+from dsh.plugin import (
+    Agent,
     AssistantMessage,
+    Harness,
     HistorySummary,
+    Price,
+    PriceBook,
+    Session,
     SessionEvent,
     StepStart,
     SubagentEnd,
     SubagentParent,
+    TokenUsage,
     TurnStart,
+    Value,
+    at_least,
+    greater_than,
 )
-from dsh.harness import Harness
-from dsh.session import Session
-from dsh.tokens import Price, PriceBook
-from dsh.value import Value
 
 __all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
 
@@ -236,7 +238,7 @@ class BudgetsPlugin:
 
     def refusal(self, parent: Agent) -> str | None:
         """Why ``parent`` may not start a sub-agent now: it, or an agent above it, has reached a
-        token or cost limit (a :meth:`~dsh.family.Family.add_guard` guard)."""
+        token or cost limit (a :meth:`~dsh.plugin.Family.add_guard` guard)."""
         reached = self._reached(parent.session.id, own=False)
         if reached is None:
             return None

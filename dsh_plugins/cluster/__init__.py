@@ -15,8 +15,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from dsh.harness import Command
-from dsh.markers import hookimpl
+from dsh.plugin import Command, hookimpl
 
 __all__ = ["CLUSTER_HELP", "ClusterPlugin"]
 

@@ -25,10 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from attrs import frozen
 
-from dsh.agent import AgentOptions
-from dsh.config import load_toml
-from dsh.errors import DshError
-from dsh.value import Value
+from dsh.plugin import AgentOptions, DshError, Value, load_toml
 
 if TYPE_CHECKING:
     from dsh_plugins.cluster.pool import RayPool

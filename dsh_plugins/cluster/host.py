@@ -1,4 +1,4 @@
-"""One host of a pool: a :class:`SessionHost` runs one :class:`~dsh.harness.Harness` with the
+"""One host of a pool: a :class:`SessionHost` runs one :class:`~dsh.plugin.Harness` with the
 agents of many sessions, one agent per session.
 
 The pool runs it as a Ray actor; it is a plain class, so it is also tested (and measured) in
@@ -25,18 +25,20 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from attrs import frozen
 
-from dsh.errors import DshError
-from dsh.harness import Harness
-from dsh.markers import hookimpl
-from dsh.session import SessionBusy, SessionConflict
-from dsh.store import AsyncBufferedStore, BufferedStore
-from dsh.value import Value
+from dsh.plugin import (
+    AsyncBufferedStore,
+    BufferedStore,
+    DshError,
+    Harness,
+    SessionBusy,
+    SessionConflict,
+    Value,
+    hookimpl,
+)
 from dsh_plugins.cluster.spec import HostSpec, load_plugin
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent, Content
-    from dsh.events import SessionEvent
-    from dsh.session import Session
+    from dsh.plugin import Agent, Content, Session, SessionEvent
 
 __all__ = ["BEAT_S", "OWNER_SECTIONS", "POLL_S", "Beat", "Elsewhere", "HostInfo", "SessionHost"]
 

@@ -21,15 +21,13 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.exceptions import RayActorError
 
-from dsh.cluster import HostLost, Pool
-from dsh.errors import DshError
+from dsh.plugin import DshError, HostLost, Pool
 from dsh_plugins.cluster.host import BEAT_S, Beat, Elsewhere, HostInfo, SessionHost
 from dsh_plugins.cluster.ring import HashRing
 from dsh_plugins.cluster.spec import HostSpec
 
 if TYPE_CHECKING:
-    from dsh.agent import Content
-    from dsh.events import SessionEvent
+    from dsh.plugin import Content, SessionEvent
 
 __all__ = [
     "DEFAULT_NAMESPACE",

@@ -13,7 +13,7 @@ import bisect
 import hashlib
 from collections.abc import Iterable
 
-from dsh.errors import DshError
+from dsh.plugin import DshError
 
 __all__ = ["POINTS", "HashRing", "hash64"]
 

@@ -9,9 +9,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from dsh.agent import AgentOptions
-from dsh.errors import DshError
-from dsh.value import Value
+from dsh.plugin import AgentOptions, DshError, Value
 
 __all__ = ["HostSpec", "load_plugin"]
 

@@ -27,26 +27,34 @@ from attrs import evolve, field, frozen
 from attrs.validators import deep_mapping, instance_of, optional
 
 from dsh import Retry, for_events, hookimpl
-from dsh.agent import Agent
-from dsh.chunks import LlmFailure, TokenUsage
-from dsh.config import at_least, at_most, greater_than
-from dsh.content import Message, Text, ToolResult, text_of
-from dsh.errors import DshError, LlmError
-from dsh.events import (
+from dsh.plugin import (
+    Agent,
     AssistantMessage,
+    DshError,
     ElidedResult,
+    Harness,
     HistoryPrune,
     HistoryRewriteEnd,
     HistoryRewriteStart,
     HistorySummary,
+    LlmError,
+    LlmFailure,
+    LlmRequest,
+    Message,
+    ModelInfo,
     SessionEvent,
+    Text,
+    TokenMeter,
+    TokenUsage,
+    ToolResult,
+    Value,
+    at_least,
+    at_most,
+    greater_than,
+    message_tokens,
+    summary_message,
+    text_of,
 )
-from dsh.harness import Harness
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest
-from dsh.session import summary_message
-from dsh.tokens import TokenMeter, message_tokens
-from dsh.value import Value
 
 __all__ = ["CompactionConfig", "CompactionPlugin"]
 

@@ -23,16 +23,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import evolve, field, frozen
 
-from dsh.agent import Agent, Retry
-from dsh.chunks import LlmFailure
-from dsh.content import Message, Reasoning
-from dsh.events import AssistantMessage
-from dsh.markers import hookimpl
-from dsh.request import LlmRequest
-from dsh.value import Value
+from dsh.plugin import (
+    Agent,
+    AssistantMessage,
+    LlmFailure,
+    LlmRequest,
+    Message,
+    Reasoning,
+    Retry,
+    Value,
+    hookimpl,
+)
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
 
 __all__ = ["FALLBACK_EVENT", "FallbackConfig", "FallbackEvent", "FallbackPlugin"]
 

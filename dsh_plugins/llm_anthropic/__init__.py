@@ -14,16 +14,20 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh.harness import Harness
-from dsh.lazy import imported
-from dsh.llm import ANY_MODEL, DeferredAdapter, ModelInfo
-from dsh.markers import hookimpl
-from dsh.modelcache import read as cached_models
+from dsh.plugin import (
+    ANY_MODEL,
+    DeferredAdapter,
+    Harness,
+    ModelInfo,
+    cached_models,
+    hookimpl,
+    imported,
+)
 from dsh_plugins.llm_anthropic.config import ANTHROPIC, DEEPSEEK, AnthropicConfig, Provider
 
 if TYPE_CHECKING:
     from dsh_plugins.llm_anthropic.adapter import MessagesAdapter
-    from dsh_plugins.llm_anthropic.events import EventTranslator
+    from dsh_plugins.llm_anthropic.stream import EventTranslator
 
 __all__ = [
     "ANTHROPIC",
@@ -38,7 +42,7 @@ __all__ = [
 
 SECTION = "llm_anthropic"
 _HOMES = {
-    "EventTranslator": "dsh_plugins.llm_anthropic.events",
+    "EventTranslator": "dsh_plugins.llm_anthropic.stream",
     "MessagesAdapter": "dsh_plugins.llm_anthropic.adapter",
 }
 

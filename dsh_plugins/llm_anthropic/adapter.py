@@ -17,17 +17,18 @@ import aiohttp
 import attrs
 import structlog
 
-from dsh.chunks import LlmFailure, StreamChunk
-from dsh.deepseek_models import model_info as deepseek_model_info
-from dsh.deepseek_models import wire_name as deepseek_wire_name
-from dsh.errors import LlmError
-from dsh.keys import api_key as stored_api_key
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest
-from dsh.sse import SseEvent
-from dsh.streaming import EventReader, HttpClient, decode_json
+from dsh.plugin import (
+    LlmError,
+    LlmFailure,
+    LlmRequest,
+    ModelInfo,
+    StreamChunk,
+    deepseek_model_info,
+    deepseek_wire_name,
+)
+from dsh.plugin import api_key as stored_api_key
+from dsh.plugin.http import EventReader, HttpClient, SseEvent, decode_json
 from dsh_plugins.llm_anthropic.config import ANTHROPIC, DEEPSEEK, AnthropicConfig, Provider
-from dsh_plugins.llm_anthropic.events import EventTranslator
 from dsh_plugins.llm_anthropic.failures import (
     QUOTE_CHARS,
     http_failure,
@@ -36,6 +37,7 @@ from dsh_plugins.llm_anthropic.failures import (
 )
 from dsh_plugins.llm_anthropic.listing import page_of
 from dsh_plugins.llm_anthropic.request import request_body
+from dsh_plugins.llm_anthropic.stream import EventTranslator
 
 __all__ = ["ANTHROPIC", "API_VERSION", "DEEPSEEK", "MessagesAdapter", "Provider"]
 

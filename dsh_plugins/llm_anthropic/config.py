@@ -6,8 +6,7 @@ from collections.abc import Iterable
 
 from attrs import field, frozen
 
-from dsh.config import at_least, greater_than
-from dsh.value import Value
+from dsh.plugin import Value, at_least, greater_than
 
 __all__ = [
     "ANTHROPIC",

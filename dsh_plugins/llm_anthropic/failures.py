@@ -12,8 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dsh.chunks import LlmFailure
-from dsh.headers import retry_after_s
+from dsh.plugin import LlmFailure, retry_after_s
 
 __all__ = [
     "QUOTE_CHARS",

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh.errors import LlmError
-from dsh.llm import ModelInfo
+from dsh.plugin import LlmError, ModelInfo
 
 __all__ = ["Page", "page_of"]
 

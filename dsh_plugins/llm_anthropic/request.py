@@ -28,9 +28,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dsh.content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.errors import LlmError
-from dsh.request import LlmRequest, ToolSchema
+from dsh.plugin import (
+    Block,
+    Image,
+    LlmError,
+    LlmRequest,
+    Message,
+    Reasoning,
+    Text,
+    ToolCall,
+    ToolResult,
+    ToolSchema,
+)
 
 __all__ = ["EMPTY_TOOL_OUTPUT", "MIN_THINKING_BUDGET", "request_body", "wire_blocks"]
 

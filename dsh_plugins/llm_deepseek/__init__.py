@@ -12,22 +12,19 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh.deepseek_models import served_ids
-from dsh.harness import Harness
-from dsh.lazy import imported
-from dsh.llm import DeferredAdapter
-from dsh.markers import hookimpl
+from dsh.plugin import DeferredAdapter, Harness, hookimpl, imported
+from dsh.plugin import deepseek_served_ids as served_ids
 from dsh_plugins.llm_deepseek.config import PROVIDER, DeepSeekConfig
 
 if TYPE_CHECKING:
     from dsh_plugins.llm_deepseek.adapter import DeepSeekAdapter
-    from dsh_plugins.llm_deepseek.translate import ChunkTranslator
+    from dsh_plugins.llm_deepseek.stream import ChunkTranslator
 
 __all__ = ["PROVIDER", "ChunkTranslator", "DeepSeekAdapter", "DeepSeekConfig", "DeepSeekPlugin"]
 
 SECTION = "llm_deepseek"
 _HOMES = {
-    "ChunkTranslator": "dsh_plugins.llm_deepseek.translate",
+    "ChunkTranslator": "dsh_plugins.llm_deepseek.stream",
     "DeepSeekAdapter": "dsh_plugins.llm_deepseek.adapter",
 }
 

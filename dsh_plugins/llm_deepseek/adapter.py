@@ -15,16 +15,20 @@ from typing import Any
 import aiohttp
 import structlog
 
-from dsh.chunks import LlmFailure, StreamChunk
-from dsh.content import Message
-from dsh.deepseek_models import model_info, served_ids, wire_name
-from dsh.errors import LlmError
-from dsh.keys import api_key
-from dsh.llm import ModelInfo
-from dsh.memo import HistoryMemo
-from dsh.request import LlmRequest
-from dsh.sse import SseEvent
-from dsh.streaming import EventReader, HttpClient, decode_json
+from dsh.plugin import (
+    HistoryMemo,
+    LlmError,
+    LlmFailure,
+    LlmRequest,
+    Message,
+    ModelInfo,
+    StreamChunk,
+    api_key,
+)
+from dsh.plugin import deepseek_model_info as model_info
+from dsh.plugin import deepseek_served_ids as served_ids
+from dsh.plugin import deepseek_wire_name as wire_name
+from dsh.plugin.http import EventReader, HttpClient, SseEvent, decode_json
 from dsh_plugins.llm_deepseek.config import PROVIDER, DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import (
     QUOTE_CHARS,
@@ -32,14 +36,14 @@ from dsh_plugins.llm_deepseek.failures import (
     missing_key_failure,
     not_event_stream_failure,
 )
-from dsh_plugins.llm_deepseek.serialize import (
+from dsh_plugins.llm_deepseek.request import (
     encode_body,
     encoded_wire,
     passes_reasoning_back,
     uses_strict_tools,
     wire_message,
 )
-from dsh_plugins.llm_deepseek.translate import ChunkTranslator
+from dsh_plugins.llm_deepseek.stream import ChunkTranslator
 
 __all__ = ["PROVIDER", "DeepSeekAdapter"]
 

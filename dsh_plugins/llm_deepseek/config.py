@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
-from dsh.config import at_least, greater_than
-from dsh.value import Value
+from dsh.plugin import Value, at_least, greater_than
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODELS", "PROVIDER", "DeepSeekConfig"]
 

@@ -6,8 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 
-from dsh.chunks import LlmFailure
-from dsh.headers import retry_after_s
+from dsh.plugin import LlmFailure, retry_after_s
 
 __all__ = [
     "error_type_code",

@@ -14,10 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh.harness import Harness
-from dsh.lazy import imported
-from dsh.llm import DeferredAdapter
-from dsh.markers import hookimpl
+from dsh.plugin import DeferredAdapter, Harness, hookimpl, imported
 from dsh_plugins.llm_openai_sdk.config import (
     INSTALL,
     PROVIDER,

@@ -22,18 +22,25 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from dsh.chunks import Finish, FinishAborted, FinishError, LlmFailure, StreamChunk
-from dsh.deepseek_models import model_info, wire_name
-from dsh.keys import api_key
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest
+from dsh.plugin import (
+    Finish,
+    FinishAborted,
+    FinishError,
+    LlmFailure,
+    LlmRequest,
+    ModelInfo,
+    StreamChunk,
+    api_key,
+)
+from dsh.plugin import deepseek_model_info as model_info
+from dsh.plugin import deepseek_wire_name as wire_name
 from dsh_plugins.llm_openai_sdk.config import (
     INSTALL,
     PROVIDER,
     OpenAISdkConfig,
     served_model_ids,
 )
-from dsh_plugins.llm_openai_sdk.params import create_params, uses_beta
+from dsh_plugins.llm_openai_sdk.request import create_params, uses_beta
 
 if TYPE_CHECKING:
     from dsh_plugins.llm_openai_sdk.sdk import DeepSeekOpenAI

@@ -22,9 +22,8 @@ from openai import AsyncStream
 from openai.lib.streaming.chat import AsyncChatCompletionStream
 from openai.types.chat import ChatCompletionChunk
 
-from dsh.chunks import Finish, FinishError, LlmFailure, StreamChunk
+from dsh.plugin import Finish, FinishError, LlmFailure, StreamChunk
 from dsh_plugins.llm_openai_sdk.deadline import CURRENT, Deadline
-from dsh_plugins.llm_openai_sdk.events import HelperEvents
 from dsh_plugins.llm_openai_sdk.failures import (
     QUOTE_CHARS,
     broke_off,
@@ -33,6 +32,7 @@ from dsh_plugins.llm_openai_sdk.failures import (
     unstreamed_failure,
 )
 from dsh_plugins.llm_openai_sdk.sdk import DeepSeekOpenAI
+from dsh_plugins.llm_openai_sdk.stream import HelperEvents
 
 __all__ = ["stream_completion"]
 

@@ -7,9 +7,8 @@ from collections.abc import Iterable
 
 from attrs import field, frozen
 
-from dsh.config import greater_than
-from dsh.deepseek_models import served_ids
-from dsh.value import Value
+from dsh.plugin import Value, greater_than
+from dsh.plugin import deepseek_served_ids as served_ids
 
 __all__ = [
     "DEFAULT_BASE_URL",

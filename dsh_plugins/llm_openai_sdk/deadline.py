@@ -21,7 +21,7 @@ from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import TypeVar
 
-from dsh.errors import LlmError
+from dsh.plugin import LlmError
 
 __all__ = ["CURRENT", "Deadline"]
 

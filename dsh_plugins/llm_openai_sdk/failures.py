@@ -12,9 +12,7 @@ from collections.abc import Mapping
 
 import openai
 
-from dsh.chunks import LlmFailure
-from dsh.errors import LlmError
-from dsh.headers import retry_after_s
+from dsh.plugin import LlmError, LlmFailure, retry_after_s
 from dsh_plugins.llm_openai_sdk.framing import MissingDone
 
 __all__ = [

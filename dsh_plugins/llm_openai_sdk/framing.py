@@ -166,7 +166,7 @@ class EventDecoder:
         if not self._data:
             return None
         data, self._data = "\n".join(self._data), []
-        if data.strip(" \t\n\r\x0b\x0c") == DONE:  # ASCII whitespace, as dsh.sse
+        if data.strip(" \t\n\r\x0b\x0c") == DONE:  # ASCII whitespace, as dsh.llm._sse
             self.done = True
             return ServerSentEvent(data=DONE)
         try:

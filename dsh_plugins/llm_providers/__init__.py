@@ -1,5 +1,5 @@
 """``llm_providers``: any OpenAI-compatible chat-completions endpoint, over aiohttp and
-:mod:`dsh.sse` (no SDK).
+:mod:`dsh.llm._sse` (no SDK).
 
 Built-in profiles for OpenAI, OpenRouter, Ollama, vLLM and llama.cpp's server; any other
 endpoint under ``custom``. Each named provider serves any model as ``<provider>/<model>``:
@@ -15,11 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh.harness import Harness
-from dsh.lazy import imported
-from dsh.llm import ANY_MODEL, DeferredAdapter
-from dsh.markers import hookimpl
-from dsh.modelcache import read as cached_models
+from dsh.plugin import ANY_MODEL, DeferredAdapter, Harness, cached_models, hookimpl, imported
 from dsh_plugins.llm_providers.config import (
     BUILT_IN,
     LlmProvidersConfig,
@@ -30,7 +26,7 @@ from dsh_plugins.llm_providers.profiles import PROFILES, Provider, resolve
 
 if TYPE_CHECKING:
     from dsh_plugins.llm_providers.adapter import ProviderAdapter
-    from dsh_plugins.llm_providers.translate import Translator
+    from dsh_plugins.llm_providers.stream import Translator
 
 __all__ = [
     "BUILT_IN",
@@ -48,7 +44,7 @@ __all__ = [
 SECTION = "llm_providers"
 _HOMES = {
     "ProviderAdapter": "dsh_plugins.llm_providers.adapter",
-    "Translator": "dsh_plugins.llm_providers.translate",
+    "Translator": "dsh_plugins.llm_providers.stream",
 }
 
 

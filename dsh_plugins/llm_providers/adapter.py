@@ -1,5 +1,5 @@
 """The adapter of one OpenAI-compatible provider: one aiohttp session, one streamed POST per
-model call, framed by :class:`dsh.sse.SseParser`.
+model call, framed by :class:`dsh.plugin.http.SseParser`.
 
 One call is one provider attempt (retries and fallbacks belong to ``dsh_agent_request_error``).
 An HTTP error or a broken stream raises :class:`LlmError`; an error the server puts in the
@@ -16,18 +16,14 @@ from typing import Any
 import aiohttp
 import structlog
 
-from dsh.chunks import LlmFailure, StreamChunk
-from dsh.errors import LlmError
-from dsh.keys import api_key as stored_api_key
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest
-from dsh.sse import SseEvent
-from dsh.streaming import EventReader, HttpClient, decode_json
+from dsh.plugin import LlmError, LlmFailure, LlmRequest, ModelInfo, StreamChunk
+from dsh.plugin import api_key as stored_api_key
+from dsh.plugin.http import EventReader, HttpClient, SseEvent, decode_json
 from dsh_plugins.llm_providers.failures import QUOTE, http_failure, not_a_stream
 from dsh_plugins.llm_providers.listing import listed_models
 from dsh_plugins.llm_providers.profiles import Provider
-from dsh_plugins.llm_providers.translate import Translator
-from dsh_plugins.llm_providers.wire import body_for
+from dsh_plugins.llm_providers.request import body_for
+from dsh_plugins.llm_providers.stream import Translator
 
 __all__ = ["ProviderAdapter"]
 

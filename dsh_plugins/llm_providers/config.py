@@ -7,9 +7,7 @@ from typing import Any, Literal
 
 from attrs import field, frozen
 
-from dsh.config import at_least, greater_than
-from dsh.tokens import Price
-from dsh.value import Value
+from dsh.plugin import Price, Value, at_least, greater_than
 
 __all__ = [
     "BUILT_IN",

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dsh.chunks import LlmFailure
+from dsh.plugin import LlmFailure
 
 __all__ = [
     "error_object",

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh.errors import LlmError
-from dsh.llm import ModelInfo
-from dsh.tokens import Price
+from dsh.plugin import LlmError, ModelInfo, Price
 
 __all__ = ["listed_models"]
 

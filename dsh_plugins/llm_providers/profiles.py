@@ -10,10 +10,7 @@ from typing import TypeVar
 
 from attrs import field, frozen
 
-from dsh.errors import ConfigError
-from dsh.llm import ModelInfo
-from dsh.tokens import Price
-from dsh.value import Value
+from dsh.plugin import ConfigError, ModelInfo, Price, Value
 from dsh_plugins.llm_providers.config import (
     ModelSettings,
     ProviderSettings,
@@ -92,7 +89,8 @@ class Provider(Value):
     send_reasoning: bool
     reasoning_passback: ReasoningPassback
     settings: ProviderSettings
-    #: The models ``dsh models --refresh`` cached for this provider (see :mod:`dsh.modelcache`).
+    #: The models ``dsh models --refresh`` cached for this provider (see
+    # :mod:`dsh.app._modelcache`).
     listed: dict[str, ModelSettings] = field(factory=dict)
 
     @property

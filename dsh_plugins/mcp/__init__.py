@@ -15,8 +15,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from dsh.harness import Command, Harness
-from dsh.markers import hookimpl
+from dsh.plugin import Command, Harness, hookimpl
 from dsh_plugins.mcp.config import SECTION, McpConfig, McpServerConfig
 from dsh_plugins.mcp.manager import McpServers, ServerStatus
 

@@ -8,8 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from dsh.agent import PERMISSION_MODES, AgentOptions, PermissionMode
-from dsh.harness import Harness
+from dsh.plugin import PERMISSION_MODES, AgentOptions, Harness, PermissionMode
 from dsh_plugins.mcp import MCP_HELP
 from dsh_plugins.mcp.config import SECTION, McpConfig, McpError, McpServeConfig, expand
 from dsh_plugins.mcp.manager import McpServers, sdk_missing

@@ -13,10 +13,7 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from dsh.agent import PermissionMode
-from dsh.config import OutOfRange, at_least, greater_than
-from dsh.errors import DshError
-from dsh.value import Value
+from dsh.plugin import DshError, OutOfRange, PermissionMode, Value, at_least, greater_than
 
 __all__ = [
     "INSTALL",

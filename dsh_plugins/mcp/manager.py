@@ -15,13 +15,11 @@ from typing import TYPE_CHECKING
 import structlog
 from attrs import frozen
 
-from dsh.errors import DshError
-from dsh.tools import Tool
-from dsh.value import Value
+from dsh.plugin import DshError, Tool, Value
 from dsh_plugins.mcp.config import INSTALL, McpConfig, McpError, McpServerConfig
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
     from dsh_plugins.mcp.client import Connection
 
 __all__ = ["McpServers", "ServerStatus", "sdk_missing"]

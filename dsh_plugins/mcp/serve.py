@@ -38,21 +38,24 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import dsh
-from dsh.agent import Agent, AgentOptions, PermissionMode
-from dsh.content import text_of
-from dsh.errors import DshError
-from dsh.events import (
+from dsh.plugin import (
+    Agent,
+    AgentOptions,
     AssistantMessage,
+    DshError,
+    Harness,
     OutputResult,
+    PermissionMode,
     PermissionModeChange,
     SessionEvent,
+    ToolExecution,
     TurnCompleted,
     TurnEnd,
+    brief,
+    hookimpl,
+    outcome,
+    text_of,
 )
-from dsh.eventtext import brief, outcome
-from dsh.harness import Harness
-from dsh.markers import hookimpl
-from dsh.tools import ToolExecution
 
 __all__ = [
     "DEFAULT_MODE",

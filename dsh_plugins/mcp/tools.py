@@ -10,10 +10,17 @@ from typing import Any
 
 from mcp import types as mcp_types
 
-from dsh.content import Image, Text
-from dsh.headtail import HeadTail
-from dsh.request import ToolSchema
-from dsh.tools import TOOL_NAME, Effect, Tool, ToolError, ToolExecution
+from dsh.plugin import (
+    TOOL_NAME,
+    Effect,
+    HeadTail,
+    Image,
+    Text,
+    Tool,
+    ToolError,
+    ToolExecution,
+    ToolSchema,
+)
 from dsh_plugins.mcp.client import Connection
 from dsh_plugins.mcp.config import McpError
 

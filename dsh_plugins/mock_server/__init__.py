@@ -12,8 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from dsh.harness import Command
-from dsh.markers import hookimpl
+from dsh.plugin import Command, hookimpl
 from dsh_plugins.mock_server import options
 
 __all__ = ["DEMO_HELP", "MOCK_SERVER_HELP", "MockServerPlugin"]

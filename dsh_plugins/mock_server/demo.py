@@ -12,16 +12,28 @@ import os
 import sys
 from typing import Any, TextIO
 
-from dsh.agent import AgentOptions
-from dsh.chunks import BlockStart, Finish, ReasoningDelta, StreamChunk, TextDelta
-from dsh.content import text_of
-from dsh.errors import DshError
-from dsh.events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnCompleted, TurnEnd
-from dsh.harness import Harness
-from dsh.request import ToolSchema
+from dsh.plugin import (
+    AgentOptions,
+    BlockStart,
+    DshError,
+    Finish,
+    Harness,
+    ReasoningDelta,
+    SessionEvent,
+    StreamChunk,
+    TextDelta,
+    Tool,
+    ToolCallEvent,
+    ToolExecution,
+    ToolResultEvent,
+    ToolSchema,
+    TurnCompleted,
+    TurnEnd,
+    UsageMeter,
+    price_book,
+    text_of,
+)
 from dsh.testing.mockserver.server import MockServer
-from dsh.tools import Tool, ToolExecution
-from dsh.usage import UsageMeter, price_book
 from dsh_plugins.mock_server.options import DEMO_PROMPT
 from dsh_plugins.mock_server.options import demo as configure
 

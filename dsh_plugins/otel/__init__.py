@@ -24,16 +24,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from attrs import frozen
 
-from dsh.errors import LlmError
-from dsh.markers import hookimpl
-from dsh.value import Value
+from dsh.plugin import LlmError, Value, hookimpl
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
-    from dsh.agent import Agent
-    from dsh.harness import Harness
+    from dsh.plugin import Agent, Harness
     from dsh_plugins.otel.recorder import Recorder
     from dsh_plugins.otel.telemetry import Telemetry
 

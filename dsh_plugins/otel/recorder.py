@@ -14,24 +14,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh.chunks import LlmFailure
-from dsh.events import (
+from dsh.plugin import (
     HistoryRewriteEnd,
     HistoryRewriteStart,
+    LlmFailure,
     SessionEvent,
     TurnEndReason,
     TurnError,
+    hookimpl,
 )
-from dsh.markers import hookimpl
 from dsh_plugins.otel import provider_of
 from dsh_plugins.otel.telemetry import Attributes, Telemetry, ToolCallSpan, TurnSpan
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent
-    from dsh.harness import Harness
-    from dsh.request import LlmRequest
-    from dsh.session import Session
-    from dsh.tools import ToolExecution, ToolOutcome
+    from dsh.plugin import Agent, Harness, LlmRequest, Session, ToolExecution, ToolOutcome
 
 __all__ = ["Recorder"]
 

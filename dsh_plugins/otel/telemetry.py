@@ -27,22 +27,24 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from dsh import __version__
-from dsh.chunks import (
+from dsh.plugin import (
+    Block,
     BlockEnd,
     Finish,
     FinishAborted,
     FinishError,
     LlmFailure,
+    LlmRequest,
+    Pricing,
     StreamChunk,
     TokenUsage,
+    ToolExecution,
+    ToolOutcome,
     UsageChunk,
+    Value,
+    dumps,
+    unstructure,
 )
-from dsh.content import Block
-from dsh.converter import dumps, unstructure
-from dsh.request import LlmRequest
-from dsh.tokens import Pricing
-from dsh.tools import ToolExecution, ToolOutcome
-from dsh.value import Value
 
 __all__ = [
     "ABORTED",
@@ -160,7 +162,9 @@ class Instruments:
             explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
         self.cost = meter.create_counter(
-            "dsh.llm.cost", "{USD}", "What model calls cost, where the model's price is known"
+            "dsh.llm.cost",
+            "{USD}",
+            "What model calls cost, where the model's price is known",
         )
         self.turns = meter.create_counter("dsh.agent.turns", "{turn}", "Turns, by dsh.turn.outcome")
 

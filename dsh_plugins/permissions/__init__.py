@@ -21,13 +21,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import structlog
 from attrs import evolve, frozen
 
-from dsh.agent import PERMISSION_MODES
-from dsh.errors import DshError
-from dsh.events import PermissionModeChange
-from dsh.markers import hookimpl
-from dsh.request import LlmRequest
-from dsh.tools import Effect, ToolExecution, ToolOutcome
-from dsh.value import Value
+from dsh.plugin import (
+    PERMISSION_MODES,
+    DshError,
+    Effect,
+    LlmRequest,
+    PermissionModeChange,
+    ToolExecution,
+    ToolOutcome,
+    Value,
+    hookimpl,
+)
 from dsh_plugins.permissions.policy import (
     Decision,
     Mode,
@@ -39,9 +43,7 @@ from dsh_plugins.permissions.policy import (
 )
 
 if TYPE_CHECKING:
-    from dsh.agent import Agent
-    from dsh.family import Family
-    from dsh.harness import Harness
+    from dsh.plugin import Agent, Family, Harness
 
 __all__ = [
     "ASKED",

@@ -41,8 +41,7 @@ from typing import Any, Literal
 
 from attrs import frozen
 
-from dsh.tools import Effect, ToolError, confine
-from dsh.value import Value
+from dsh.plugin import Effect, ToolError, Value, confine
 from dsh_plugins.permissions import commands
 
 __all__ = [

@@ -22,13 +22,18 @@ from urllib.parse import quote, unquote
 import structlog
 from attrs import frozen
 
-from dsh.converter import EventCodec
-from dsh.errors import DshError
-from dsh.events import SessionEvent
-from dsh.markers import hookimpl
-from dsh.session import Session, SessionSummary
-from dsh.store import Batch, BufferedStore, Fsync
-from dsh.value import Value
+from dsh.plugin import (
+    Batch,
+    BufferedStore,
+    DshError,
+    EventCodec,
+    Fsync,
+    Session,
+    SessionEvent,
+    SessionSummary,
+    Value,
+    hookimpl,
+)
 from dsh_plugins.persistence_jsonl.files import SessionFile
 from dsh_plugins.persistence_jsonl.format import (
     SessionFileError,
@@ -38,7 +43,7 @@ from dsh_plugins.persistence_jsonl.format import (
 )
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
 
 __all__ = [
     "SECTION",
@@ -219,7 +224,7 @@ class JsonlStore(BufferedStore):
         """The file ``session_id`` is (or would be) stored in; ``None`` while disabled."""
         return None if self.directory is None else self.directory / file_name(session_id)
 
-    # -- the medium (see dsh.store.BufferedStore) ------------------------------------------
+    # -- the medium (see dsh.plugin.BufferedStore) -------------------------------------------
     def _path(self, session_id: str) -> Path:
         assert self.directory is not None, "only an enabled store reaches its files"
         return self.directory / file_name(session_id)

@@ -7,11 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from dsh.converter import EventCodec
-from dsh.errors import DshError
-from dsh.events import SessionEvent
-from dsh.session import Session, SessionConflict
-from dsh.store import title_of
+from dsh.plugin import DshError, EventCodec, Session, SessionConflict, SessionEvent, title_of
 from dsh_plugins.persistence_jsonl.format import (
     COUNT_WIDTH,
     count_offset,
@@ -72,13 +68,13 @@ class SessionFile:
     """The file of one live session, open for writing.
 
     :meth:`claim` takes the session's writer lock (at the first checkpoint or flush) and opens
-    the file; a session another process holds raises :class:`~dsh.session.SessionBusy`. A
+    the file; a session another process holds raises :class:`~dsh.plugin.SessionBusy`. A
     session that was loaded from this file (``persisted > 0``) is appended to, after cutting a
     line torn by a crash — if the file still holds exactly the events it was loaded with; if
-    not, another writer changed it and :class:`~dsh.session.SessionConflict` is raised, the file
-    untouched. Any other session (new, forked, or loaded from another store) is written whole to
-    a new file, seed events included (:meth:`write` with ``whole``). The header's event count
-    (that of the last flush) is rewritten in place by :meth:`sync_count`.
+    not, another writer changed it and :class:`~dsh.plugin.SessionConflict` is raised,
+    the file untouched. Any other session (new, forked, or loaded from another store) is written
+    whole to a new file, seed events included (:meth:`write` with ``whole``). The header's event
+    count (that of the last flush) is rewritten in place by :meth:`sync_count`.
     """
 
     def __init__(self, path: Path, session: Session, codec: EventCodec, lock: WriterLock) -> None:

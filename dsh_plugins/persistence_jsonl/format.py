@@ -13,19 +13,23 @@ the events that were packed.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from dsh.chunks import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
-from dsh.converter import EventCodec, dumps
-from dsh.errors import DshError
-from dsh.eventlog import DeltaRun, runs
-from dsh.events import AssistantChunk, SessionEvent
-from dsh.session import Session
+from dsh.plugin import (
+    AssistantChunk,
+    DshError,
+    EventCodec,
+    ReasoningDelta,
+    Session,
+    SessionEvent,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    dumps,
+)
+from dsh_plugins.persistence_jsonl._fastjson import lines
 
 __all__ = [
     "COUNT_WIDTH",
@@ -37,7 +41,6 @@ __all__ = [
     "encode_events",
     "encode_lines",
     "header_line",
-    "line_json",
     "next_seq",
     "parse_header",
     "set_aside",
@@ -179,131 +182,21 @@ def _bad_field(
 
 # -- writing ---------------------------------------------------------------------------------
 
-#: The kind a packed line names, by the class of its deltas.
-_PACKED: dict[type, str] = {
-    TextDelta: "text-delta",
-    ReasoningDelta: "reasoning-delta",
-    ToolCallDelta: "tool-call-delta",
-}
-
-
-def _packed(run: DeltaRun) -> str:
-    """The packed line of a run of deltas."""
-    row: dict[str, Any] = {
-        "packed": _PACKED[run.chunk],
-        "seq": run.seq,
-        "turn": run.turn,
-        "step": run.step,
-        "index": run.index,
-        "times": 0,  # written by _times_json below
-        "texts": run.texts,
-    }
-    if run.call_id is not None:
-        row["id"] = run.call_id
-    times = _times_json(run.times)
-    return line_json(row).replace('"times":0,', f'"times":{times},', 1)
-
-
-#: Where orjson writes a float exactly as ``repr`` (and so ``dumps``) does: from 1e-4 to 1e16
-#: both write the shortest digits that read back as the same float, without an exponent.
-_SAME_FLOATS = (1e-4, 1e16)
-
-
-def _times_json(times: list[float]) -> str:
-    """``dumps(times)``: a run's times are most of what packing costs (``repr`` of a float is
-    slow), and orjson writes epoch seconds ~20x faster, the same text. Any list it might write
-    otherwise (a NaN, a value out of the range, a type it refuses) goes to ``dumps``."""
-    try:
-        low, high = _SAME_FLOATS
-        if min(times) >= low and max(times) < high and not math.isnan(sum(times)):
-            return orjson.dumps(times).decode()
-    except (TypeError, ValueError):
-        pass
-    return dumps(times)
-
-
-#: Where orjson may write other text than ``dumps``: a byte ``dumps`` escapes and orjson does
-#: not (non-ASCII, DEL), ``null`` (orjson's NaN and infinities; ``dumps`` writes ``NaN``, but also
-#: a plain ``None``), a float outside ``_SAME_FLOATS`` (an exponent: a digit then ``e``; or a
-#: small float written without one, ``0.0000...``). Searched for in the bytes mapped by
-#: ``_SHAPES`` (non-ASCII and DEL to DEL, every digit to 1: one search finds a digit before an
-#: ``e``), the small float in the text itself. Text that merely holds one takes the slow way.
-_OTHER = (b"\x7f", b"null", b"1e")
-_SMALL = b"0.0000"
-_SHAPES = bytes.maketrans(bytes(range(0x7F, 0x100)) + b"0123456789", b"\x7f" * 129 + b"1" * 10)
-#: Types ``dumps`` refuses go to ``dumps`` (the same error), not to orjson's own encodings.
-_PLAIN = (
-    orjson.OPT_PASSTHROUGH_DATACLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
-
-
-def _as_dumps_writes(fast: bytes) -> bool:
-    """Whether orjson's ``fast`` is surely the text ``dumps`` writes for the same value(s)."""
-    if _SMALL in fast:
-        return False
-    shapes = fast.translate(_SHAPES)
-    return not any(map(shapes.__contains__, _OTHER))  # no generator frame: once per batch
-
-
-def _orjson(value: Any) -> bytes | None:
-    """orjson's text of ``value``, ``None`` for a value it refuses (a type ``dumps`` refuses
-    too, an integer past 64 bits, a lone surrogate, a key that is not a string). Two types
-    ``dumps`` refuses orjson writes, a ``UUID`` and an ``Enum`` member; what the converter
-    unstructures holds neither (it writes an enum as its value)."""
-    try:
-        return orjson.dumps(value, option=_PLAIN)
-    except TypeError:  # orjson.JSONEncodeError
-        return None
-
-
-def line_json(value: Any) -> str:
-    """``dumps(value)``, by orjson when it surely writes the same text (checked on its output:
-    ``_OTHER``); anything orjson refuses or might write otherwise goes to ``dumps``."""
-    fast = _orjson(value)
-    if fast is not None and _as_dumps_writes(fast):
-        return fast.decode()
-    return dumps(value)
-
 
 def encode_lines(events: Sequence[SessionEvent], codec: EventCodec) -> bytes:
-    """``events`` as lines (each ending with a newline), runs of two or more deltas packed
-    (:func:`dsh.eventlog.runs`: from a view of a session's log, without building them again,
-    and any other event kept packed written from its tuple).
-
-    Each line is the text ``dumps`` writes. The rows of single events are written by orjson,
-    ~3x faster, and the whole batch checked at once (a check costs about what writing a line
-    does); a batch the check does not clear, or whose rows orjson refuses, is written line by
-    line by :func:`line_json`.
-    """
-    rows: list[Any] = []  # an event's row, or the text of a packed run's line
-    encode, encode_packed = codec.encode, codec.encode_packed
-    for item in runs(events):
-        if isinstance(item, tuple):
-            rows.append(encode_packed(*item))
-        elif isinstance(item, DeltaRun):
-            rows.append(_packed(item))
-        else:
-            rows.append(encode(item))
-    try:
-        parts = [
-            row.encode() if type(row) is str else orjson.dumps(row, option=_PLAIN) for row in rows
-        ]
-    except TypeError:  # orjson.JSONEncodeError: a value orjson refuses
-        parts = None
-    if parts is not None:
-        parts.append(b"")
-        text = b"\n".join(parts)
-        if _as_dumps_writes(text):
-            return text
-    lines = [row if type(row) is str else line_json(row) for row in rows]
-    return "\n".join([*lines, ""]).encode()
+    """``events`` as lines, each ending with a newline: the rows :meth:`EventCodec.rows` gives
+    (runs of two or more deltas already merged into one row), each the text ``dumps`` writes
+    (written fast where that is surely the same text: :mod:`._fastjson`)."""
+    return lines(codec.rows(events))
 
 
 def encode_events(events: Sequence[SessionEvent], codec: EventCodec) -> str:
     """:func:`encode_lines` as text."""
     return encode_lines(events, codec).decode()
+
+
+#: The kinds of the rows that hold a run of deltas (see ``EventCodec.rows``).
+_RUN_KINDS = ("text-delta", "reasoning-delta", "tool-call-delta")
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -327,7 +220,7 @@ def _unpack(row: dict[str, Any]) -> Iterator[SessionEvent]:
 def _decode_line(line: bytes, codec: EventCodec) -> list[SessionEvent]:
     raw = json.loads(line)
     if "packed" in raw:
-        if raw["packed"] not in _PACKED.values():
+        if raw["packed"] not in _RUN_KINDS:
             raise ValueError(f"unknown packed run {raw['packed']!r}")
         return list(_unpack(raw))
     return [codec.decode(raw)]

@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from dsh.session import SessionBusy, Writer
+from dsh.plugin import SessionBusy, Writer
 
 __all__ = ["WriterLock", "lock_path"]
 

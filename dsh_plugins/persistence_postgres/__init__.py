@@ -1,8 +1,8 @@
 """``persistence_postgres``: sessions in a PostgreSQL database that many processes and
 machines share, with one writer per session across all of them.
 
-The same contract as the other stores (see :class:`dsh.store.AsyncBufferedStore`): events are
-buffered in ``dsh_session_event``; each checkpoint and each flush writes the buffer in one
+The same contract as the other stores (see :class:`dsh.plugin.AsyncBufferedStore`): events
+are buffered in ``dsh_session_event``; each checkpoint and each flush writes the buffer in one
 transaction (one batched insert) that commits durably before the hook returns. One writer per
 session: a lease row per session (owner label, fencing token, expiry). The token is taken
 anew at every acquisition and checked inside every write transaction, so a writer whose lease
@@ -28,12 +28,22 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 import attrs
 import structlog
 
-from dsh.converter import EventCodec, dumps
-from dsh.errors import DshError
-from dsh.events import SessionEvent
-from dsh.markers import hookimpl
-from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
-from dsh.store import AsyncBufferedStore, Batch, LeaseInfo, title_of
+from dsh.plugin import (
+    AsyncBufferedStore,
+    Batch,
+    DshError,
+    EventCodec,
+    LeaseInfo,
+    Session,
+    SessionBusy,
+    SessionConflict,
+    SessionEvent,
+    SessionSummary,
+    Writer,
+    dumps,
+    hookimpl,
+    title_of,
+)
 from dsh_plugins.persistence_postgres.config import (
     DSN_ENV,
     INSTALL,
@@ -54,7 +64,7 @@ from dsh_plugins.persistence_postgres.schema import (
 )
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
 
 __all__ = [
     "DSN_ENV",

@@ -12,9 +12,7 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from dsh.config import at_least, greater_than
-from dsh.errors import DshError
-from dsh.value import Value
+from dsh.plugin import DshError, Value, at_least, greater_than
 
 __all__ = [
     "DSN_ENV",
@@ -101,8 +99,8 @@ def default_owner() -> str:
 
 
 def shown(dsn: str) -> str:
-    """``dsn`` with its password hidden, for error messages. :mod:`dsh.configdoc` is imported
+    """``dsn`` with its password hidden, for error messages. :mod:`dsh.app._configdoc` is imported
     here, not at the top: every harness loads this module, and only an error message needs it."""
-    from dsh.configdoc import masked
+    from dsh.plugin import masked
 
     return str(masked(_KEYWORD_PASSWORD.sub(r"\1***", dsn)))

@@ -24,17 +24,28 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 from attrs import field, frozen
 
-from dsh.config import greater_than
-from dsh.converter import EventCodec, dumps
-from dsh.errors import DshError
-from dsh.events import SessionEvent
-from dsh.markers import hookimpl
-from dsh.session import Session, SessionBusy, SessionConflict, SessionSummary, Writer
-from dsh.store import Batch, BufferedStore, Fsync, LeaseInfo, title_of
-from dsh.value import Value
+from dsh.plugin import (
+    Batch,
+    BufferedStore,
+    DshError,
+    EventCodec,
+    Fsync,
+    LeaseInfo,
+    Session,
+    SessionBusy,
+    SessionConflict,
+    SessionEvent,
+    SessionSummary,
+    Value,
+    Writer,
+    dumps,
+    greater_than,
+    hookimpl,
+    title_of,
+)
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
 
 __all__ = [
     "SCHEMA_VERSION",

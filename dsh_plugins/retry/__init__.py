@@ -5,8 +5,9 @@ policy is asked first. Retries the codes in ``retry_codes`` (by default ``RATE_L
 ``SERVER``, ``TIMEOUT``, ``TRANSPORT``, ``EMPTY_RESPONSE``; never ``AUTH``,
 ``INSUFFICIENT_BALANCE`` or ``INVALID_REQUEST``, which a retry cannot fix) until ``max_attempts``
 model calls were made, honouring the provider's ``Retry-After``. The plugin decides, the loop
-records: every retry becomes an ``llm/retry`` session event (:class:`dsh.events.RetryEvent`).
-Configured by section ``retry``; see ``docs/plugins/retry.md``.
+records: every retry becomes an ``llm/retry`` session event
+(:class:`dsh.plugin.RetryEvent`). Configured by section ``retry``; see
+``docs/plugins/retry.md``.
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
 
-from dsh.agent import Agent, Retry
-from dsh.chunks import LlmFailure
-from dsh.config import at_least, at_most
-from dsh.markers import hookimpl
-from dsh.value import Value
+from dsh.plugin import Agent, LlmFailure, Retry, Value, at_least, at_most, hookimpl
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
 
 __all__ = ["RetryConfig", "RetryPlugin", "backoff_s"]
 

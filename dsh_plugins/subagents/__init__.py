@@ -1,7 +1,7 @@
 """``subagents``: the ``task`` tool, with which a model delegates work to a fresh sub-agent.
 
 ``task(description, prompt, agent?)`` runs a child agent (``agent_loop.create(...,
-parent=...)``, see :mod:`dsh.family`) on ``prompt`` for one turn and returns its final answer
+parent=...)``, see :mod:`dsh.loop._family`) on ``prompt`` for one turn and returns its final answer
 as the tool result. The child's profile is the configured agent ``agent`` (its model, system
 prompt, tool allow-list and output type, from ``[[agent_loop.agents]]``) or, without one, the
 parent's own options minus the ``task`` tool (so children do not delegate again unless a
@@ -23,20 +23,30 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
-from dsh.agent import Agent, AgentOptions, PermissionMode
-from dsh.config import AgentLoopConfig
-from dsh.content import AgentSource, text_of
-from dsh.converter import unstructure
-from dsh.errors import DshError
-from dsh.events import AssistantMessage, TurnCompleted, TurnEnd
-from dsh.markers import hookimpl
-from dsh.output import OutputError
-from dsh.profiles import find_profile, options_for
-from dsh.request import ToolSchema
-from dsh.tools import Tool, ToolError, ToolExecution
+from dsh.plugin import (
+    Agent,
+    AgentLoopConfig,
+    AgentOptions,
+    AgentSource,
+    AssistantMessage,
+    DshError,
+    OutputError,
+    PermissionMode,
+    Tool,
+    ToolError,
+    ToolExecution,
+    ToolSchema,
+    TurnCompleted,
+    TurnEnd,
+    find_profile,
+    hookimpl,
+    options_for,
+    text_of,
+    unstructure,
+)
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
 
 __all__ = ["TASK", "SubagentsPlugin"]
 

@@ -13,8 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from dsh.harness import Command, Harness
-from dsh.markers import hookimpl
+from dsh.plugin import Command, Harness, hookimpl
 from dsh_plugins.terminal_ui import options
 from dsh_plugins.terminal_ui.config import SECTION, TerminalUiConfig
 

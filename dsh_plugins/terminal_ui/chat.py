@@ -15,14 +15,19 @@ from typing import Literal
 
 from attrs import evolve
 
-from dsh.agent import Agent, AgentOptions
-from dsh.aliases import resolve as resolve_alias
-from dsh.content import text_of
-from dsh.errors import DshError
-from dsh.events import TurnAborted, TurnEndReason
-from dsh.harness import Harness
-from dsh.tools import ToolExecution
-from dsh.usage import UsageMeter, price_book
+from dsh.plugin import (
+    Agent,
+    AgentOptions,
+    DshError,
+    Harness,
+    ToolExecution,
+    TurnAborted,
+    TurnEndReason,
+    UsageMeter,
+    price_book,
+    resolve_alias,
+    text_of,
+)
 from dsh_plugins.terminal_ui import startup
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line

@@ -22,8 +22,7 @@ from typing import Any, TextIO, TypeVar
 
 import structlog
 
-from dsh.errors import DshError
-from dsh.harness import Harness
+from dsh.plugin import DshError, Harness
 from dsh_plugins.terminal_ui import CHAT_HELP, startup
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.headless import USAGE_ERROR

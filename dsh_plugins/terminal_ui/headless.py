@@ -4,8 +4,8 @@ the turn ended (:data:`EXIT_CODES`). When stdout is not a terminal, a step's tex
 once its stream succeeded, so ``dsh run ... > answer.md`` holds the answer and nothing of an
 attempt that was retried; a pipe is watched meanwhile, and its reader going away aborts the
 turn at once (:class:`~.view.OutputGuard`), not when the held text is finally written.
-``--schema`` asks for a typed answer (:mod:`dsh.output`): stdout gets the validated JSON alone,
-like ``llm --schema``; so does ``--agent`` with a profile that names an ``output_type``."""
+``--schema`` asks for a typed answer (:mod:`dsh.loop._output`): stdout gets the validated JSON
+alone, like ``llm --schema``; so does ``--agent`` with a profile that names an ``output_type``."""
 
 from __future__ import annotations
 
@@ -21,11 +21,13 @@ from typing import TextIO
 
 from attrs import evolve
 
-from dsh.agent import Agent
-from dsh.converter import unstructure
-from dsh.errors import DshError
-from dsh.events import (
+from dsh.plugin import (
+    Agent,
+    DshError,
     ErrorEvent,
+    Harness,
+    OutputError,
+    ToolExecution,
     TurnAborted,
     TurnCompleted,
     TurnDisposed,
@@ -34,11 +36,11 @@ from dsh.events import (
     TurnError,
     TurnInterrupted,
     TurnMaxTokens,
+    UsageMeter,
+    load_schema,
+    price_book,
+    unstructure,
 )
-from dsh.harness import Harness
-from dsh.output import OutputError, load_schema
-from dsh.tools import ToolExecution
-from dsh.usage import UsageMeter, price_book
 from dsh_plugins.terminal_ui import RUN_HELP, startup
 from dsh_plugins.terminal_ui.options import run as configure
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress

@@ -23,34 +23,32 @@ from typing import Any, TextIO
 
 from attrs import evolve, frozen
 
-from dsh.chunks import (
+from dsh.plugin import (
     BlockStart,
+    ErrorEvent,
     Finish,
     FinishAborted,
     FinishError,
-    ReasoningDelta,
-    StreamChunk,
-    TextDelta,
-)
-from dsh.content import text_of
-from dsh.events import (
-    ErrorEvent,
     HistoryPrune,
     HistoryRewriteEnd,
     HistoryRewriteStart,
     HistorySummary,
+    ReasoningDelta,
     RetryEvent,
     SessionEvent,
     SteeringMessage,
     StepStart,
+    StreamChunk,
+    TextDelta,
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
     TurnCompleted,
     TurnEndReason,
     TurnMaxTokens,
+    Value,
+    text_of,
 )
-from dsh.value import Value
 from dsh_plugins.terminal_ui.progress import Progress
 from dsh_plugins.terminal_ui.style import Style
 

@@ -9,15 +9,19 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from dsh.agent import Agent, AgentOptions
-from dsh.aliases import resolve as resolve_alias
-from dsh.config import AgentConfig, AgentLoopConfig
-from dsh.errors import DshError
-from dsh.harness import Harness
-from dsh.keys import api_key
-from dsh.logs import configure_logging
-from dsh.otlp import start_export
-from dsh.output import import_type
+from dsh.plugin import (
+    Agent,
+    AgentConfig,
+    AgentLoopConfig,
+    AgentOptions,
+    DshError,
+    Harness,
+    api_key,
+    configure_logging,
+    import_type,
+    resolve_alias,
+    start_export,
+)
 from dsh_plugins.terminal_ui.config import SECTION, TerminalUiConfig
 from dsh_plugins.terminal_ui.options import add_agent_options
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from attrs import frozen
 
-from dsh.value import Value
+from dsh.plugin import Value
 
 __all__ = [
     "Approval",

@@ -6,14 +6,19 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from dsh.agent import Agent
-from dsh.chunks import StreamChunk
-from dsh.converter import EventCodec
-from dsh.events import SessionEvent, SubagentParent, ToolCallEvent, TurnEndReason
-from dsh.markers import hookimpl
-from dsh.session import Session
-from dsh.tools import ToolExecution
-from dsh.usage import UsageMeter
+from dsh.plugin import (
+    Agent,
+    EventCodec,
+    Session,
+    SessionEvent,
+    StreamChunk,
+    SubagentParent,
+    ToolCallEvent,
+    ToolExecution,
+    TurnEndReason,
+    UsageMeter,
+    hookimpl,
+)
 from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 
 __all__ = ["OUTPUT_CLOSED", "AgentView", "ApprovalPolicy", "Decide", "JsonFeed", "OutputGuard"]

@@ -3,8 +3,8 @@
 ``read_file(path, offset, limit)``, ``write_file(path, content)``, ``edit_file(path, old, new)``,
 ``list_dir(path)``, ``glob(pattern)`` and ``grep(pattern, path)``. Every path is resolved inside
 the workspace (``AgentOptions.workspace``, default the current directory) with
-:func:`dsh.tools.confine`: ``..``, absolute paths elsewhere and symbolic links that lead outside
-are refused. The read-only tools are ``concurrency_safe`` and declare ``effect="read"``; the
+:func:`dsh.plugin.confine`: ``..``, absolute paths elsewhere and symbolic links that lead
+outside are refused. The read-only tools are ``concurrency_safe`` and declare ``effect="read"``; the
 writers declare ``effect="write"``. Caps come from config section ``tools_fs``; see
 ``docs/plugins/tools_fs.md``.
 """
@@ -15,14 +15,12 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dsh.markers import hookimpl
-from dsh.tooldef import tool
-from dsh.tools import Tool, ToolExecution, confine
+from dsh.plugin import Tool, ToolExecution, confine, hookimpl, tool
 from dsh_plugins.tools_fs import files
 from dsh_plugins.tools_fs.config import SECTION, FsConfig
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
 
 __all__ = ["FsConfig", "FsToolsPlugin", "make_tools"]
 

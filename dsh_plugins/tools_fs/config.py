@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
-from dsh.config import at_least
-from dsh.value import Value
+from dsh.plugin import Value, at_least
 
 __all__ = ["SECTION", "FsConfig"]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from dsh.tools import ToolError
+from dsh.plugin import ToolError
 from dsh_plugins.tools_fs import search
 from dsh_plugins.tools_fs.config import FsConfig
 from dsh_plugins.tools_fs.patterns import glob_regex

@@ -13,7 +13,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from dsh.tools import ToolError
+from dsh.plugin import ToolError
 
 __all__ = ["replace_file"]
 

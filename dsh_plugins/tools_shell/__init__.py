@@ -21,16 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from dsh.headtail import HeadTail
-from dsh.markers import hookimpl
-from dsh.tooldef import tool
-from dsh.tools import Tool, ToolError, ToolExecution
+from dsh.plugin import HeadTail, Tool, ToolError, ToolExecution, hookimpl, tool
 from dsh_plugins.tools_shell.config import BASE_ENV, SECRET_PATTERNS, SECTION, ShellConfig
 from dsh_plugins.tools_shell.environment import allowed, protect_process
 from dsh_plugins.tools_shell.process import Completed, run_command
 
 if TYPE_CHECKING:
-    from dsh.harness import Harness
+    from dsh.plugin import Harness
 
 __all__ = ["ShellConfig", "ShellToolPlugin", "make_shell_tool"]
 

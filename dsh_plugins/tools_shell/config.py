@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
-from dsh.config import at_least, greater_than
-from dsh.value import Value
+from dsh.plugin import Value, at_least, greater_than
 
 __all__ = ["BASE_ENV", "SECRET_PATTERNS", "SECTION", "ShellConfig"]
 

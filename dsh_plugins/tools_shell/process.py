@@ -23,8 +23,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from dsh.headtail import HeadTail
-from dsh.value import Value
+from dsh.plugin import HeadTail, Value
 
 __all__ = ["Completed", "run_command", "terminate_group"]
 

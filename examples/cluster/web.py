@@ -24,8 +24,7 @@ from typing import Any
 from aiohttp import web
 
 import dsh.cluster
-from dsh.converter import EventCodec
-from dsh.errors import DshError
+from dsh.plugin import DshError, EventCodec
 
 POOL = web.AppKey("pool", dsh.cluster.Pool)
 CODEC = EventCodec()
@@ -86,8 +85,7 @@ async def _close(stream: AsyncIterator[Any]) -> None:
 
 
 async def main(argv: list[str] | None = None) -> None:
-    from dsh.agent import AgentOptions
-    from dsh.config import load_toml
+    from dsh.plugin import AgentOptions, load_toml
     from dsh_plugins.cluster.spec import HostSpec
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])

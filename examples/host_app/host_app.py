@@ -29,11 +29,15 @@ from aiohttp import web
 from attrs import frozen
 
 from dsh import Agent, AgentOptions, Harness, hookimpl
-from dsh.agent import AgentStatus
-from dsh.chunks import StreamChunk
-from dsh.converter import unstructure
-from dsh.events import SessionEvent, ToolResultEvent, TurnEndReason
-from dsh.session import Session
+from dsh.plugin import (
+    AgentStatus,
+    Session,
+    SessionEvent,
+    StreamChunk,
+    ToolResultEvent,
+    TurnEndReason,
+    unstructure,
+)
 
 __all__ = [
     "EventFeed",

@@ -14,10 +14,8 @@ from aiohttp import ClientResponse, web
 from host_app import HARNESS, EventHub, ServerSentEvent, Settings, create_app
 
 from dsh import Tool, hookimpl, tool
-from dsh.chunks import StreamChunk
-from dsh.content import text_of
-from dsh.request import LlmRequest
-from dsh.sse import SseParser
+from dsh.plugin import LlmRequest, StreamChunk, text_of
+from dsh.plugin.http import SseParser
 from dsh.testing import MemoryStore, ScriptedAdapter, ScriptEntry, hang, text_response
 from dsh.testing import tool_call_response as tool_call
 from dsh.testing.mock import deepseek_config

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 import dsh
-from dsh.converter import unstructure
+from dsh.plugin import unstructure
 
 #: The sub-agent profile the lead delegates to: ``task(agent="researcher", ...)``.
 RESEARCHER = {

@@ -10,10 +10,7 @@ from typing import Any
 from research_team import CONFIG, Report, research
 
 from dsh import Harness
-from dsh.chunks import StreamChunk
-from dsh.content import text_of
-from dsh.events import SubagentEnd, ToolResultEvent
-from dsh.request import LlmRequest
+from dsh.plugin import LlmRequest, StreamChunk, SubagentEnd, ToolResultEvent, text_of
 from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_calls_response
 from dsh.testing import tool_call_response as tool_call
 from dsh_plugins.permissions import PermissionsPlugin

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.agent import Agent
-from dsh.content import Reasoning, text_of
-from dsh.events import AssistantMessage, SessionEvent, ToolCallEvent, TurnCompleted, TurnEnd
-from dsh.markers import hookimpl
-from dsh.request import ToolSchema
-from dsh.tools import Tool, ToolExecution
+from dsh.hooks._markers import hookimpl
+from dsh.tools._registry import Tool, ToolExecution
+from dsh.values._agent import Agent
+from dsh.values._content import Reasoning, text_of
+from dsh.values._events import AssistantMessage, SessionEvent, ToolCallEvent, TurnCompleted, TurnEnd
+from dsh.values._request import ToolSchema
 from dsh_plugins.llm_anthropic import AnthropicPlugin
 from dsh_plugins.retry import RetryPlugin
 

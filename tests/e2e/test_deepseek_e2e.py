@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.content import Reasoning, Text, text_of
-from dsh.events import AssistantMessage, SessionEvent, ToolCallEvent, TurnCompleted, TurnEnd
-from dsh.loop import LoopAgent
-from dsh.request import ReasoningEffort, ToolSchema
-from dsh.tools import Tool, ToolExecution
+from dsh.loop._loop import LoopAgent
+from dsh.tools._registry import Tool, ToolExecution
+from dsh.values._content import Reasoning, Text, text_of
+from dsh.values._events import AssistantMessage, SessionEvent, ToolCallEvent, TurnCompleted, TurnEnd
+from dsh.values._request import ReasoningEffort, ToolSchema
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.retry import RetryPlugin
 

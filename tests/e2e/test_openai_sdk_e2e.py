@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.chunks import TextDelta
-from dsh.content import Message, Text, ToolCall, text_of
-from dsh.events import AssistantMessage, ToolCallEvent
-from dsh.loop import LoopAgent
-from dsh.request import ReasoningEffort
+from dsh.loop._loop import LoopAgent
+from dsh.values._chunks import TextDelta
+from dsh.values._content import Message, Text, ToolCall, text_of
+from dsh.values._events import AssistantMessage, ToolCallEvent
+from dsh.values._request import ReasoningEffort
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.llm_openai_sdk import OpenAISdkPlugin
 from dsh_plugins.retry import RetryPlugin
@@ -122,7 +122,7 @@ async def test_json_output_mode_answers_one_json_object() -> None:
     """JSON output mode through the SDK's typed ``response_format``."""
     import json
 
-    from dsh.request import LlmRequest
+    from dsh.values._request import LlmRequest
     from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig
 
     adapter = OpenAISdkAdapter(OpenAISdkConfig())

@@ -21,9 +21,13 @@ import attrs
 import pytest
 
 from dsh import AgentOptions, Harness, hookimpl
-from dsh.chunks import TokenUsage
-from dsh.content import Reasoning, Text, ToolCall, text_of
-from dsh.events import (
+from dsh.testing.mockserver import RecordedRequest, ScenarioSpec, reply
+from dsh.testing.mockserver.transcripts import V3_TOOL_ARGUMENTS
+from dsh.testing.mockserver.wire import usage_json
+from dsh.tools._registry import Tool, ToolExecution
+from dsh.values._chunks import TokenUsage
+from dsh.values._content import Reasoning, Text, ToolCall, text_of
+from dsh.values._events import (
     AssistantMessage,
     SessionEvent,
     ToolResultEvent,
@@ -32,12 +36,8 @@ from dsh.events import (
     TurnEndReason,
     TurnError,
 )
-from dsh.request import ToolSchema
-from dsh.testing.mockserver import RecordedRequest, ScenarioSpec, reply
-from dsh.testing.mockserver.transcripts import V3_TOOL_ARGUMENTS
-from dsh.testing.mockserver.wire import usage_json
-from dsh.tokens import Price, PriceBook
-from dsh.tools import Tool, ToolExecution
+from dsh.values._request import ToolSchema
+from dsh.values._tokens import Price, PriceBook
 from dsh_plugins.llm_anthropic import AnthropicPlugin
 from dsh_plugins.llm_providers import LlmProvidersPlugin
 from tests.gateway.support import (

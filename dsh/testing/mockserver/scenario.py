@@ -11,7 +11,7 @@ from typing import Any, Literal
 from attrs import frozen
 
 from dsh.testing.mockserver.wire import DONE_FRAME, ChunkStyle, dumps, usage_json
-from dsh.value import Value
+from dsh.values._value import Value
 
 __all__ = ["CREATED", "FINGERPRINT", "Ending", "Scenario", "error_reply", "reply", "split_words"]
 

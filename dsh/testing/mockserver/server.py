@@ -20,7 +20,7 @@ from typing import Any, cast
 from aiohttp import web
 from attrs import evolve, frozen
 
-from dsh.sse import parse_sse
+from dsh.llm._sse import parse_sse
 from dsh.testing.mockserver import anthropic, anthropic_checks
 from dsh.testing.mockserver.cache import PrefixCache, with_cache_hits
 from dsh.testing.mockserver.catalogue import ScenarioSpec, check_spec, resolve
@@ -28,7 +28,7 @@ from dsh.testing.mockserver.conversation import in_thinking_mode, thinking_enabl
 from dsh.testing.mockserver.scenario import Scenario, error_reply
 from dsh.testing.mockserver.validate import serving_model, validate
 from dsh.testing.mockserver.wire import KEEP_ALIVE, TRACE_ID_HEADER, dumps, frame_bytes
-from dsh.value import Value
+from dsh.values._value import Value
 
 __all__ = ["MODELS", "MockServer", "RecordedRequest", "completion_json"]
 

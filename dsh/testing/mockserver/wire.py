@@ -8,7 +8,7 @@ from typing import Any
 
 from attrs import frozen
 
-from dsh.value import Value
+from dsh.values._value import Value
 
 __all__ = [
     "DONE_FRAME",

@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 from dsh import Agent, AgentOptions, ConfigError, Harness, hookimpl
-from dsh.content import text_of
-from dsh.events import ToolResultEvent
-from dsh.request import LlmRequest
+from dsh.plugin import LlmRequest, ToolResultEvent, text_of
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 
 from dsh_example import CalculatorConfig, CalculatorPlugin

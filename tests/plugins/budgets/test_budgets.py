@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Continuation, Harness, Tool
-from dsh.chunks import TokenUsage
-from dsh.events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd, TurnStart
-from dsh.request import ToolSchema
-from dsh.session import Session
+from dsh.session._session import Session
 from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_call_response
+from dsh.values._chunks import TokenUsage
+from dsh.values._events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd, TurnStart
+from dsh.values._request import ToolSchema
 from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin, Price
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from tests.helpers import data_of, of_type
@@ -113,8 +113,8 @@ async def test_no_limits_and_stopped_turns_are_left_alone() -> None:
 
 
 def test_events_of_sessions_it_never_saw_are_ignored() -> None:
-    from dsh.events import SessionEvent, StepStart
-    from dsh.session import Session
+    from dsh.session._session import Session
+    from dsh.values._events import SessionEvent, StepStart
 
     plugin = BudgetsPlugin()
     plugin.dsh_session_event(Session("x"), SessionEvent("step/start", 0, 0.0, StepStart(1, 1)))

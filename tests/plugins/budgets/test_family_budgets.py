@@ -12,10 +12,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
-from dsh.agent import Agent
-from dsh.chunks import StreamChunk, TokenUsage
-from dsh.content import ToolResult, text_of
-from dsh.events import (
+from dsh.session._session import Session
+from dsh.testing import text_response, tool_call_response, tool_calls_response
+from dsh.values._agent import Agent
+from dsh.values._chunks import StreamChunk, TokenUsage
+from dsh.values._content import ToolResult, text_of
+from dsh.values._events import (
     AssistantMessage,
     SessionEvent,
     SubagentEnd,
@@ -24,9 +26,7 @@ from dsh.events import (
     TurnCompleted,
     TurnEnd,
 )
-from dsh.request import LlmRequest, ToolSchema
-from dsh.session import Session
-from dsh.testing import text_response, tool_call_response, tool_calls_response
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin
 from dsh_plugins.subagents import TASK, SubagentsPlugin
 from tests.helpers import data_of

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from dsh.agent import AgentOptions
-from dsh.errors import DshError
-from dsh.events import SessionEvent, ToolCallEvent, TurnEnd
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
+from dsh.values._agent import AgentOptions
+from dsh.values._errors import DshError
+from dsh.values._events import SessionEvent, ToolCallEvent, TurnEnd
 from dsh_plugins.cluster import host as host_module
 from dsh_plugins.cluster.host import Beat, Elsewhere, SessionHost
 from dsh_plugins.cluster.spec import HostSpec, load_plugin

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from dsh.agent import AgentOptions
-from dsh.events import SessionEvent, ToolCallEvent, TurnEnd
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
+from dsh.values._agent import AgentOptions
+from dsh.values._events import SessionEvent, ToolCallEvent, TurnEnd
 from dsh_plugins.cluster.host import SessionHost
 from dsh_plugins.cluster.spec import HostSpec
 

@@ -20,16 +20,16 @@ from typing import Any
 
 import pytest
 
-from dsh.agent import AgentOptions
+from dsh.app._harness import Harness
 from dsh.cluster import HostLost, connect
-from dsh.content import text_of
-from dsh.errors import DshError
-from dsh.events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd, UserMessage
-from dsh.harness import Harness
-from dsh.session import open_turn
+from dsh.session._session import open_turn
+from dsh.session._verify import verify
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
-from dsh.verify import verify
+from dsh.values._agent import AgentOptions
+from dsh.values._content import text_of
+from dsh.values._errors import DshError
+from dsh.values._events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd, UserMessage
 
 ray = pytest.importorskip(
     "ray", reason="the cluster tests need Ray: pip install 'dsh-harness[ray]'"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh.errors import DshError
+from dsh.values._errors import DshError
 from dsh_plugins.cluster.ring import HashRing, hash64
 
 hosts = st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6, unique=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import dsh
 from dsh import ToolExecution
-from dsh.content import text_of
+from dsh.values._content import text_of
 
 
 @dsh.tool(effect="read", concurrency_safe=True)

@@ -11,10 +11,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsh import AgentOptions, DshError, Harness, Tool
-from dsh.chunks import TokenUsage
-from dsh.content import Message, Text, ToolCall, ToolResult
-from dsh.errors import ConfigError
-from dsh.events import (
+from dsh.llm._service import ModelInfo
+from dsh.loop._loop import LoopAgent
+from dsh.session._session import Session, summary_message
+from dsh.testing import (
+    MemoryStore,
+    ScriptedAdapter,
+    error_response,
+    raise_error,
+    text_response,
+    tool_call_response,
+)
+from dsh.testing.mock import deepseek_config
+from dsh.testing.mockserver import MockServer
+from dsh.values._chunks import TokenUsage
+from dsh.values._content import Message, Text, ToolCall, ToolResult
+from dsh.values._errors import ConfigError
+from dsh.values._events import (
     AssistantMessage,
     HistoryRewriteEnd,
     HistoryRewriteStart,
@@ -26,21 +39,8 @@ from dsh.events import (
     TurnError,
     UserMessage,
 )
-from dsh.llm import ModelInfo
-from dsh.loop import LoopAgent
-from dsh.request import LlmRequest, ToolSchema
-from dsh.session import Session, summary_message
-from dsh.testing import (
-    MemoryStore,
-    ScriptedAdapter,
-    error_response,
-    raise_error,
-    text_response,
-    tool_call_response,
-)
-from dsh.testing.mock import deepseek_config
-from dsh.testing.mockserver import MockServer
-from dsh.tokens import message_tokens
+from dsh.values._request import LlmRequest, ToolSchema
+from dsh.values._tokens import message_tokens
 from dsh_plugins.compaction import CompactionConfig, CompactionPlugin, choose_cut
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from tests.helpers import data_of, of_type

@@ -32,7 +32,7 @@ from anthropic.types import TextBlock, ThinkingBlock, ToolUseBlock
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.completion_usage import CompletionUsage
 
-from dsh.chunks import TokenUsage
+from dsh.values._chunks import TokenUsage
 
 __all__ = [
     "Ending",

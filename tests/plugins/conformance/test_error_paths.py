@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.chunks import (
+from dsh.testing import ScriptedAdapter, raise_error
+from dsh.values._chunks import (
     BlockStart,
     Finish,
     FinishAborted,
@@ -17,8 +18,7 @@ from dsh.chunks import (
     StreamChunk,
     TextDelta,
 )
-from dsh.events import AssistantChunk, SessionEvent
-from dsh.testing import ScriptedAdapter, raise_error
+from dsh.values._events import AssistantChunk, SessionEvent
 
 BEFORE: list[StreamChunk] = [BlockStart(0, "text"), TextDelta(0, "par")]
 

@@ -11,7 +11,18 @@ import attrs
 import pytest
 
 from dsh import hookimpl
-from dsh.chunks import (
+from dsh.testing import conformance
+from dsh.testing.conformance import (
+    CASES,
+    AdapterTarget,
+    ConformanceCase,
+    ConformanceError,
+    Endpoint,
+    adapter_target,
+    compare_reports,
+    run_case,
+)
+from dsh.values._chunks import (
     BlockEnd,
     Finish,
     FinishAborted,
@@ -25,20 +36,9 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Message, Text, ToolCall
-from dsh.errors import LlmError
-from dsh.request import LlmRequest
-from dsh.testing import conformance
-from dsh.testing.conformance import (
-    CASES,
-    AdapterTarget,
-    ConformanceCase,
-    ConformanceError,
-    Endpoint,
-    adapter_target,
-    compare_reports,
-    run_case,
-)
+from dsh.values._content import Message, Text, ToolCall
+from dsh.values._errors import LlmError
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig, OpenAISdkPlugin
 

@@ -8,7 +8,18 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from dsh.chunks import (
+from dsh.testing import reasoning_response, text_response, tool_call_response
+from dsh.testing.conformance import (
+    CASES,
+    Endpoint,
+    check_stream,
+    expected_answer,
+    headline,
+)
+from dsh.testing.mockserver import SCENARIOS, Scenario, reply
+from dsh.testing.mockserver.wire import DONE_FRAME, ChunkStyle, usage_json
+from dsh.testing.strategies import chunk_streams
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -25,18 +36,7 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.testing import reasoning_response, text_response, tool_call_response
-from dsh.testing.conformance import (
-    CASES,
-    Endpoint,
-    check_stream,
-    expected_answer,
-    headline,
-)
-from dsh.testing.mockserver import SCENARIOS, Scenario, reply
-from dsh.testing.mockserver.wire import DONE_FRAME, ChunkStyle, usage_json
-from dsh.testing.strategies import chunk_streams
+from dsh.values._content import Image, Message, Reasoning, Text, ToolCall, ToolResult
 
 STOP = Finish(FinishStop())
 FAILED = LlmFailure("down", "SERVER")

@@ -9,9 +9,6 @@ from collections.abc import AsyncIterator
 import attrs
 import pytest
 
-from dsh.chunks import BlockEnd, Finish, FinishMaxTokens, StreamChunk
-from dsh.content import Reasoning
-from dsh.request import LlmRequest
 from dsh.testing.conformance import (
     CASES,
     WIRES,
@@ -22,6 +19,9 @@ from dsh.testing.conformance import (
     compare_wires,
     run_case,
 )
+from dsh.values._chunks import BlockEnd, Finish, FinishMaxTokens, StreamChunk
+from dsh.values._content import Reasoning
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_anthropic import AnthropicConfig, MessagesAdapter, adapters
 
 from .test_builtin_adapters import HAND_ROLLED, MESSAGES

@@ -17,16 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh.assembler import assemble
-from dsh.chunks import (
-    FinishAborted,
-    FinishError,
-    FinishMaxTokens,
-    FinishStop,
-    FinishToolCalls,
-    TokenUsage,
-)
-from dsh.content import Reasoning, Text, ToolCall
+from dsh.llm._assembler import assemble
 from dsh.testing.conformance import (
     CASES,
     AdapterTarget,
@@ -35,6 +26,15 @@ from dsh.testing.conformance import (
     Wire,
     run_case,
 )
+from dsh.values._chunks import (
+    FinishAborted,
+    FinishError,
+    FinishMaxTokens,
+    FinishStop,
+    FinishToolCalls,
+    TokenUsage,
+)
+from dsh.values._content import Reasoning, Text, ToolCall
 
 from ..llm_providers.test_providers_conformance import DEEPSEEK_ONLY
 from ..llm_providers.test_providers_conformance import TARGET as PROVIDERS

@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.agent import Agent
-from dsh.chunks import (
+from dsh.testing import ScriptedAdapter
+from dsh.testing.mock import deepseek_config
+from dsh.testing.mockserver import MockServer, reply
+from dsh.values._agent import Agent
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -20,12 +23,9 @@ from dsh.chunks import (
     StreamChunk,
     TextDelta,
 )
-from dsh.content import Reasoning, Text
-from dsh.events import RETRY_EVENT, AssistantMessage, TurnCompleted, TurnEnd, TurnError
-from dsh.request import LlmRequest
-from dsh.testing import ScriptedAdapter
-from dsh.testing.mock import deepseek_config
-from dsh.testing.mockserver import MockServer, reply
+from dsh.values._content import Reasoning, Text
+from dsh.values._events import RETRY_EVENT, AssistantMessage, TurnCompleted, TurnEnd, TurnError
+from dsh.values._request import LlmRequest
 from dsh_plugins.fallback import FALLBACK_EVENT, FallbackEvent, FallbackPlugin
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.llm_providers import LlmProvidersPlugin

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.agent import Agent
 from dsh.testing.mockserver import MockServer
+from dsh.values._agent import Agent
 from dsh_plugins.llm_anthropic import AnthropicConfig, AnthropicPlugin, MessagesAdapter, adapters
 
 MakeAgent = Callable[..., Awaitable[Agent]]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dsh.chunks import StreamChunk
-from dsh.content import Message, Text
-from dsh.request import LlmRequest
-from dsh.sse import SseParser
+from dsh.llm._sse import SseParser
 from dsh.testing.mockserver import Scenario
 from dsh.testing.mockserver.wire import frame_bytes
+from dsh.values._chunks import StreamChunk
+from dsh.values._content import Message, Text
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_anthropic import EventTranslator, MessagesAdapter
 
 HELLO = LlmRequest("deepseek-anthropic/deepseek-flash", (Message("user", (Text("hi"),)),))

@@ -15,12 +15,12 @@ import structlog
 from aiohttp import web
 
 from dsh import Harness
-from dsh.chunks import Finish, FinishStop, StreamChunk, TextDelta
 from dsh.cli import main
-from dsh.content import Message, Text
-from dsh.errors import LlmError
-from dsh.request import LlmRequest
 from dsh.testing.mockserver import MockServer, reply
+from dsh.values._chunks import Finish, FinishStop, StreamChunk, TextDelta
+from dsh.values._content import Message, Text
+from dsh.values._errors import LlmError
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_anthropic import (
     ANTHROPIC,
     DEEPSEEK,

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from dsh import Harness
-from dsh.content import Message, Reasoning, Text, ToolCall, ToolResult, text_of
-from dsh.errors import ConfigError, LlmError
-from dsh.events import AssistantMessage, TurnCompleted, TurnEnd
-from dsh.markers import hookimpl
-from dsh.request import LlmRequest, ToolSchema
+from dsh.hooks._markers import hookimpl
 from dsh.testing.mockserver import MockServer
 from dsh.testing.mockserver.anthropic import signature_of
-from dsh.tools import Tool, ToolExecution
+from dsh.tools._registry import Tool, ToolExecution
+from dsh.values._content import Message, Reasoning, Text, ToolCall, ToolResult, text_of
+from dsh.values._errors import ConfigError, LlmError
+from dsh.values._events import AssistantMessage, TurnCompleted, TurnEnd
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.llm_anthropic import AnthropicConfig, AnthropicPlugin, MessagesAdapter, adapters
 
 from .conftest import MODEL, MakeAgent

@@ -11,8 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh.assembler import assemble
-from dsh.chunks import (
+from dsh.llm._assembler import assemble
+from dsh.session._codec import structure, unstructure
+from dsh.testing.conformance import CASES, check_stream
+from dsh.testing.mockserver import SCENARIOS, reply
+from dsh.testing.mockserver.anthropic import encode
+from dsh.testing.mockserver.transcripts import thinking
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -27,15 +32,10 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Block, Reasoning, Text, ToolCall
-from dsh.converter import structure, unstructure
-from dsh.errors import LlmError
-from dsh.testing.conformance import CASES, check_stream
-from dsh.testing.mockserver import SCENARIOS, reply
-from dsh.testing.mockserver.anthropic import encode
-from dsh.testing.mockserver.transcripts import thinking
+from dsh.values._content import Block, Reasoning, Text, ToolCall
+from dsh.values._errors import LlmError
 from dsh_plugins.llm_anthropic import EventTranslator
-from dsh_plugins.llm_anthropic.events import stop_reason
+from dsh_plugins.llm_anthropic.stream import stop_reason
 
 from ..llm_deepseek.support import translate as deepseek_translate
 from .support import (

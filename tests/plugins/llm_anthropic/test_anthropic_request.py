@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.errors import LlmError
-from dsh.request import LlmRequest, ToolSchema
+from dsh.values._content import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.values._errors import LlmError
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.llm_anthropic.request import request_body, wire_messages
 
 USER = Message("user", (Text("hi"),))

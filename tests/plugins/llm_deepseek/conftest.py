@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.loop import LoopAgent
+from dsh.loop._loop import LoopAgent
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig, DeepSeekPlugin

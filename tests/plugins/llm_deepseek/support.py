@@ -7,13 +7,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from dsh.chunks import StreamChunk
-from dsh.content import Message, Text
-from dsh.events import AssistantChunk, SessionEvent, TurnEnd, TurnEndReason
-from dsh.request import LlmRequest
-from dsh.sse import SseParser
+from dsh.llm._sse import SseParser
 from dsh.testing.mockserver import MockServer, Scenario
 from dsh.testing.mockserver.wire import frame_bytes
+from dsh.values._chunks import StreamChunk
+from dsh.values._content import Message, Text
+from dsh.values._events import AssistantChunk, SessionEvent, TurnEnd, TurnEndReason
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter, DeepSeekConfig
 
 HELLO = LlmRequest("deepseek-v4-flash", (Message("user", (Text("hi"),)),))

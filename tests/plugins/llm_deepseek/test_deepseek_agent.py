@@ -10,7 +10,11 @@ import attrs
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.chunks import (
+from dsh.testing import ScriptedAdapter
+from dsh.testing.mockserver import MockServer, reply
+from dsh.testing.mockserver.wire import usage_json
+from dsh.tools._registry import Tool, ToolExecution
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -23,8 +27,8 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Reasoning, Text, ToolCall
-from dsh.events import (
+from dsh.values._content import Reasoning, Text, ToolCall
+from dsh.values._events import (
     AssistantMessage,
     ErrorEvent,
     RetryEvent,
@@ -33,11 +37,7 @@ from dsh.events import (
     TurnCompleted,
     TurnError,
 )
-from dsh.request import ToolSchema
-from dsh.testing import ScriptedAdapter
-from dsh.testing.mockserver import MockServer, reply
-from dsh.testing.mockserver.wire import usage_json
-from dsh.tools import Tool, ToolExecution
+from dsh.values._request import ToolSchema
 from dsh_plugins.retry import RetryPlugin
 
 from .conftest import MakeAgent

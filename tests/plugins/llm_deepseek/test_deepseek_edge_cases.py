@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.chunks import (
+from dsh.testing.mockserver import SCENARIOS, MockServer, reply
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -25,14 +26,13 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.errors import LlmError
-from dsh.events import TurnError, TurnMaxTokens
-from dsh.request import LlmRequest, ToolSchema
-from dsh.testing.mockserver import SCENARIOS, MockServer, reply
+from dsh.values._content import Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.values._errors import LlmError
+from dsh.values._events import TurnError, TurnMaxTokens
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter
-from dsh_plugins.llm_deepseek.serialize import request_body
-from dsh_plugins.llm_deepseek.translate import usage_from_wire
+from dsh_plugins.llm_deepseek.request import request_body
+from dsh_plugins.llm_deepseek.stream import usage_from_wire
 
 from .conftest import MakeAgent
 from .support import (

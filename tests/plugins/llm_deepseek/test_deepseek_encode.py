@@ -8,13 +8,13 @@ import json
 import attrs
 from hypothesis import given, settings
 
-from dsh.content import Message, Text
-from dsh.deepseek_models import model_info
-from dsh.request import LlmRequest
+from dsh.llm._deepseek import model_info
 from dsh.testing.mockserver import MockServer
 from dsh.testing.strategies import llm_requests
+from dsh.values._content import Message, Text
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
-from dsh_plugins.llm_deepseek.serialize import (
+from dsh_plugins.llm_deepseek.request import (
     encode_body,
     encoded_wire,
     passes_reasoning_back,

@@ -11,10 +11,10 @@ import attrs
 import pytest
 from multidict import CIMultiDict
 
-from dsh.chunks import BlockStart, StreamChunk, TextDelta
-from dsh.errors import LlmError
-from dsh.headers import retry_after_s
+from dsh.llm._headers import retry_after_s
 from dsh.testing.mockserver import MockServer, Scenario, reply
+from dsh.values._chunks import BlockStart, StreamChunk, TextDelta
+from dsh.values._errors import LlmError
 from dsh_plugins.llm_deepseek import ChunkTranslator, DeepSeekAdapter, DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import body_message, http_failure
 

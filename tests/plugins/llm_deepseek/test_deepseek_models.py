@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.chunks import TokenUsage
-from dsh.content import Message, Text
-from dsh.deepseek_models import (
+from dsh.llm._deepseek import (
     ALIASES,
     MODELS,
     PEAK_HOURS,
@@ -26,17 +24,19 @@ from dsh.deepseek_models import (
     served_ids,
     wire_name,
 )
-from dsh.events import AssistantMessage, TurnCompleted, TurnEnd, TurnEndReason, TurnError
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest
+from dsh.llm._service import ModelInfo
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
 from dsh.testing.mockserver.scenario import reply
 from dsh.testing.mockserver.wire import usage_json
-from dsh.tokens import Price, PriceSchedule
+from dsh.values._chunks import TokenUsage
+from dsh.values._content import Message, Text
+from dsh.values._events import AssistantMessage, TurnCompleted, TurnEnd, TurnEndReason, TurnError
+from dsh.values._request import LlmRequest
+from dsh.values._tokens import Price, PriceSchedule
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig, DeepSeekPlugin
-from dsh_plugins.llm_deepseek.serialize import request_body
+from dsh_plugins.llm_deepseek.request import request_body
 from tests.helpers import data_of
 
 MILLION = TokenUsage(1_000_000, 1_000_000, cache_read_tokens=1_000_000)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.request import LlmRequest, ToolSchema
 from dsh.testing.mockserver import MockServer
+from dsh.values._content import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.llm_deepseek import DeepSeekAdapter
-from dsh_plugins.llm_deepseek.serialize import request_body
+from dsh_plugins.llm_deepseek.request import request_body
 
 from .support import collect
 

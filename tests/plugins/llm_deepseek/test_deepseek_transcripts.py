@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.chunks import (
+from dsh.testing.mockserver import SCENARIOS, MockServer
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -19,9 +20,8 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Reasoning, Text, ToolCall
-from dsh.errors import LlmError
-from dsh.testing.mockserver import SCENARIOS, MockServer
+from dsh.values._content import Reasoning, Text, ToolCall
+from dsh.values._errors import LlmError
 from dsh_plugins.llm_deepseek import DeepSeekAdapter
 
 from .support import HELLO, collect, collect_into, translate

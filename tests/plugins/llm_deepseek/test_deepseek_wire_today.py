@@ -16,26 +16,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from dsh.chunks import Finish, FinishError, TextDelta
-from dsh.content import Message, Reasoning, Text, ToolCall
-from dsh.errors import LlmError
-from dsh.events import TurnCompleted
-from dsh.request import LlmRequest, ToolSchema
 from dsh.testing.conformance import STRICT_TOOLS
 from dsh.testing.mockserver import SCENARIOS, MockServer, Scenario
 from dsh.testing.mockserver.faults import HTML_PAGE
 from dsh.testing.mockserver.transcripts import PLAIN_FORMS
 from dsh.testing.mockserver.validate import REASONING_NOT_PASSED_BACK, validate
 from dsh.testing.mockserver.wire import KEEP_ALIVE
+from dsh.values._chunks import Finish, FinishError, TextDelta
+from dsh.values._content import Message, Reasoning, Text, ToolCall
+from dsh.values._errors import LlmError
+from dsh.values._events import TurnCompleted
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import (
     error_type_code,
     not_event_stream_failure,
     request_id,
 )
-from dsh_plugins.llm_deepseek.serialize import request_body, wire_message
+from dsh_plugins.llm_deepseek.request import request_body, wire_message
+from dsh_plugins.llm_deepseek.stream import finish_reason
 from dsh_plugins.llm_deepseek.strict import close_schema
-from dsh_plugins.llm_deepseek.translate import finish_reason
 
 from .conftest import MakeAgent
 from .support import HELLO, collect, translate, turn_ends

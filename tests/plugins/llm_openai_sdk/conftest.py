@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.loop import LoopAgent
+from dsh.loop._loop import LoopAgent
 from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig, OpenAISdkPlugin
 

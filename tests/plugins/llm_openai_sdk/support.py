@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dsh.chunks import Finish, FinishError, LlmFailure, StreamChunk
-from dsh.content import Message, Text
-from dsh.events import SessionEvent, TurnEnd, TurnEndReason
-from dsh.request import LlmRequest
 from dsh.testing.mockserver import MockServer
+from dsh.values._chunks import Finish, FinishError, LlmFailure, StreamChunk
+from dsh.values._content import Message, Text
+from dsh.values._events import SessionEvent, TurnEnd, TurnEndReason
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig
 
 MODEL = "deepseek-sdk/deepseek-v4-flash"

@@ -11,12 +11,12 @@ import attrs
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.chunks import StreamChunk
-from dsh.content import text_of
-from dsh.events import AssistantMessage, RetryEvent, TurnAborted, TurnCompleted, TurnError
-from dsh.request import ToolSchema
 from dsh.testing.mockserver import MockServer, reply
-from dsh.tools import Tool, ToolExecution
+from dsh.tools._registry import Tool, ToolExecution
+from dsh.values._chunks import StreamChunk
+from dsh.values._content import text_of
+from dsh.values._events import AssistantMessage, RetryEvent, TurnAborted, TurnCompleted, TurnError
+from dsh.values._request import ToolSchema
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 from dsh_plugins.llm_openai_sdk import OpenAISdkPlugin
 from dsh_plugins.retry import RetryPlugin

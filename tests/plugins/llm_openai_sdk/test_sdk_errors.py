@@ -14,10 +14,10 @@ from typing import Any
 import attrs
 import pytest
 
-from dsh.chunks import BlockStart, Finish, FinishAborted, StreamChunk, TextDelta
-from dsh.headers import retry_after_s
-from dsh.request import LlmRequest, ToolSchema
+from dsh.llm._headers import retry_after_s
 from dsh.testing.mockserver import MockServer, Scenario, reply
+from dsh.values._chunks import BlockStart, Finish, FinishAborted, StreamChunk, TextDelta
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter, OpenAISdkConfig
 from dsh_plugins.llm_openai_sdk.adapter import ABORTED
 from dsh_plugins.llm_openai_sdk.failures import stream_failure

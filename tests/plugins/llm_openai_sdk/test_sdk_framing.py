@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh.errors import LlmError
+from dsh.values._errors import LlmError
 from dsh_plugins.llm_openai_sdk.deadline import Deadline
 from dsh_plugins.llm_openai_sdk.framing import ChunkShaper, EventDecoder, MissingDone
 from dsh_plugins.llm_openai_sdk.sdk import make_client

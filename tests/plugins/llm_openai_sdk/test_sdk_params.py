@@ -10,11 +10,11 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.request import LlmRequest, ToolSchema
 from dsh.testing.mockserver import MockServer
+from dsh.values._content import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter
-from dsh_plugins.llm_openai_sdk.params import create_params
+from dsh_plugins.llm_openai_sdk.request import create_params
 
 from .support import MODEL, collect
 
@@ -246,7 +246,7 @@ def test_point7_strict_schemas_are_closed_at_every_depth_and_never_modified() ->
 
 def test_strict_closure_matches_the_hand_rolled_adapter_body_for_body() -> None:
     """The kit compares the two adapters' bodies: the same policy, two implementations."""
-    from dsh_plugins.llm_deepseek.serialize import request_body
+    from dsh_plugins.llm_deepseek.request import request_body
 
     schema = {"type": "object", "properties": {"a": {"properties": {"b": {"items": {}}}}}}
     tools = (ToolSchema("t", "T.", schema, strict=True), WEATHER)

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from dsh.chunks import (
+from dsh.testing.mockserver import MockServer, Scenario
+from dsh.testing.mockserver.wire import DONE_FRAME, ChunkStyle, data_frame, usage_json
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -21,9 +23,7 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Reasoning, Text, ToolCall
-from dsh.testing.mockserver import MockServer, Scenario
-from dsh.testing.mockserver.wire import DONE_FRAME, ChunkStyle, data_frame, usage_json
+from dsh.values._content import Reasoning, Text, ToolCall
 from dsh_plugins.llm_openai_sdk import OpenAISdkAdapter
 
 from .support import collect, failure_of
@@ -195,7 +195,7 @@ async def test_an_answer_without_any_content_is_empty(
 def test_usage_details_left_as_plain_dicts_by_older_sdks_are_read_too() -> None:
     from types import SimpleNamespace
 
-    from dsh_plugins.llm_openai_sdk.events import usage_of
+    from dsh_plugins.llm_openai_sdk.stream import usage_of
 
     usage: Any = SimpleNamespace(
         prompt_tokens=10,

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh.chunks import Finish, FinishError, StreamChunk
-from dsh.errors import LlmError
 from dsh.testing.mockserver.wire import DONE_FRAME, KEEP_ALIVE, ChunkStyle, usage_json
+from dsh.values._chunks import Finish, FinishError, StreamChunk
+from dsh.values._errors import LlmError
 from dsh_plugins.llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 
 from .conftest import RawHandler

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from dsh.content import Message, Reasoning, Text
-from dsh.errors import LlmError
-from dsh.request import LlmRequest
+from dsh.values._content import Message, Reasoning, Text
+from dsh.values._errors import LlmError
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_providers import ProviderAdapter, ProviderSettings, resolve
 from dsh_plugins.llm_providers.config import ModelSettings
-from dsh_plugins.llm_providers.wire import body_for
+from dsh_plugins.llm_providers.request import body_for
 
 HELLO = LlmRequest("openai/m", (Message("user", (Text("hi"),)),))
 
@@ -48,7 +48,7 @@ async def test_a_provider_that_wants_a_key_says_how_to_give_it(
 
 
 async def test_a_stored_key_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh import keys
+    from dsh.app import _keys as keys
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     keys.store("openai", "sk-stored")

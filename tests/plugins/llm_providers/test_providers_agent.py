@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness, hookimpl
-from dsh.content import Reasoning, Text, ToolCall
-from dsh.errors import LlmError
-from dsh.events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd, TurnError
-from dsh.request import LlmRequest, ToolSchema
-from dsh.tools import Tool, ToolExecution
+from dsh.tools._registry import Tool, ToolExecution
+from dsh.values._content import Reasoning, Text, ToolCall
+from dsh.values._errors import LlmError
+from dsh.values._events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd, TurnError
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.llm_providers import BUILT_IN, LlmProvidersPlugin
 from tests.plugins.llm_providers.support import (
     DIALECTS,

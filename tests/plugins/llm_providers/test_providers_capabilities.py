@@ -7,11 +7,11 @@ import asyncio
 from typing import Any
 
 from dsh import AgentOptions, Harness
-from dsh.content import Image, Text
-from dsh.events import TurnCompleted, TurnEnd, TurnError, UserMessage
+from dsh.values._content import Image, Text
+from dsh.values._events import TurnCompleted, TurnEnd, TurnError, UserMessage
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.llm_providers import LlmProvidersPlugin
-from dsh_plugins.llm_providers.wire import image_note
+from dsh_plugins.llm_providers.request import image_note
 from tests.plugins.llm_providers.support import ProfileServer, Reply, serve
 
 MODELS = {

@@ -11,15 +11,15 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh.assembler import assemble
-from dsh.chunks import BlockEnd, BlockStart, Finish, FinishError, StreamChunk, TextDelta
-from dsh.content import Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.request import LlmRequest
+from dsh.llm._assembler import assemble
 from dsh.testing.conformance import check_stream
+from dsh.values._chunks import BlockEnd, BlockStart, Finish, FinishError, StreamChunk, TextDelta
+from dsh.values._content import Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.values._request import LlmRequest
 from dsh_plugins.llm_providers import ProviderSettings, Translator, resolve
 from dsh_plugins.llm_providers.config import ModelSettings, ReasoningPassback
 from dsh_plugins.llm_providers.failures import error_object, request_id, retry_after
-from dsh_plugins.llm_providers.wire import body_for
+from dsh_plugins.llm_providers.request import body_for
 
 SIGNATURE = "N+28D694pWflioyRDvnxbJSwD+bsbLVEExJpfoY95oE="
 

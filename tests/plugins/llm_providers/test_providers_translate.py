@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh.assembler import BlockAssembler
-from dsh.chunks import (
+from dsh.llm._assembler import BlockAssembler
+from dsh.llm._sse import SseParser
+from dsh.testing.conformance import check_stream
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -26,13 +28,11 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Reasoning, Text, ToolCall
-from dsh.errors import LlmError
-from dsh.sse import SseParser
-from dsh.testing.conformance import check_stream
+from dsh.values._content import Reasoning, Text, ToolCall
+from dsh.values._errors import LlmError
 from dsh_plugins.llm_providers import Translator
 from dsh_plugins.llm_providers.config import ReasoningField
-from dsh_plugins.llm_providers.translate import usage_of
+from dsh_plugins.llm_providers.stream import usage_of
 from tests.plugins.llm_providers.support import DIALECTS, Reply, _events
 
 

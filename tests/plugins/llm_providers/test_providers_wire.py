@@ -7,16 +7,16 @@ from typing import Any
 import pytest
 
 from dsh import Harness
-from dsh.content import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.errors import ConfigError, LlmError
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest, ToolSchema
-from dsh.tokens import Price
+from dsh.llm._service import ModelInfo
+from dsh.values._content import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from dsh.values._errors import ConfigError, LlmError
+from dsh.values._request import LlmRequest, ToolSchema
+from dsh.values._tokens import Price
 from dsh_plugins.llm_providers import LlmProvidersPlugin, ProviderSettings, resolve
 from dsh_plugins.llm_providers.config import ModelSettings
 from dsh_plugins.llm_providers.failures import error_object, http_failure, not_a_stream
 from dsh_plugins.llm_providers.profiles import DEFAULT_CAPS
-from dsh_plugins.llm_providers.wire import body_for, image_note
+from dsh_plugins.llm_providers.request import body_for, image_note
 
 PICTURE = Image("data:image/png;base64,AAAA", "image/png")
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from dsh import AgentOptions, Harness, ToolExecution, ToolOutcome, hookimpl
-from dsh.agent import Agent
-from dsh.content import Text
-from dsh.events import SessionEvent
 from dsh.testing import ScriptedAdapter, ScriptEntry
+from dsh.values._agent import Agent
+from dsh.values._content import Text
+from dsh.values._events import SessionEvent
 from dsh_plugins.mcp import McpPlugin
 from dsh_plugins.mcp.serve import http_server
 from dsh_plugins.permissions import PermissionsPlugin

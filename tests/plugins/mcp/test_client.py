@@ -17,10 +17,10 @@ pytest.importorskip("mcp")
 
 from dsh import hookimpl
 from dsh.cli import main
-from dsh.content import Image, Text
-from dsh.events import TurnAborted, TurnCompleted, TurnDisposed, TurnEnd
 from dsh.testing import hang, text_response, tool_call_response, tool_calls_response
-from dsh.tooldef import tool
+from dsh.tools._define import tool
+from dsh.values._content import Image, Text
+from dsh.values._events import TurnAborted, TurnCompleted, TurnDisposed, TurnEnd
 from dsh_plugins.mcp import McpServers
 from tests.helpers import data_as
 from tests.plugins.mcp.server_app import PIXEL

@@ -15,8 +15,8 @@ import pytest
 import structlog
 
 from dsh import ConfigError, Harness, hookimpl
+from dsh.app._configdoc import MASK, masked_config
 from dsh.cli import main
-from dsh.configdoc import MASK, masked_config
 from dsh_plugins.mcp import McpConfig, McpPlugin, McpServerConfig, McpServers
 from dsh_plugins.mcp.config import INSTALL, McpError, expand
 from dsh_plugins.permissions import PermissionsPlugin

@@ -26,7 +26,7 @@ from mcp.types import CallToolResult, TextContent
 
 import dsh
 from dsh import AgentOptions, Harness, hookimpl
-from dsh.output import FINAL_RESULT
+from dsh.loop._output import FINAL_RESULT
 from dsh.testing import (
     MemoryStore,
     ScriptedAdapter,

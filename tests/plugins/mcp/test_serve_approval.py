@@ -32,7 +32,8 @@ from mcp.types import (
 )
 
 from dsh import AgentOptions, Harness, ToolExecution, hookimpl, tool
-from dsh.events import (
+from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
+from dsh.values._events import (
     PermissionModeChange,
     SessionEvent,
     SubagentStart,
@@ -40,7 +41,6 @@ from dsh.events import (
     TurnAborted,
     TurnEnd,
 )
-from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
 from dsh_plugins.mcp import serve
 from dsh_plugins.permissions import PermissionsPlugin
 from dsh_plugins.subagents import SubagentsPlugin

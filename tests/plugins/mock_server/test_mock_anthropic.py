@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dsh.sse import parse_sse
+from dsh.llm._sse import parse_sse
 from dsh.testing.mockserver import MockServer, Scenario, error_reply, reply
 from dsh.testing.mockserver.anthropic import encode, message_json, signature_of
 from dsh.testing.mockserver.anthropic_checks import openai_body, served_model

@@ -9,7 +9,7 @@ import aiohttp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh.sse import parse_sse
+from dsh.llm._sse import parse_sse
 from dsh.testing.mockserver import MockServer, Scenario, reply
 from dsh.testing.mockserver.cache import (
     CACHE_UNIT_TOKENS,

@@ -191,8 +191,8 @@ async def test_demo_fails_clearly_without_the_deepseek_plugin(
 
 async def test_the_demo_says_where_its_session_is_stored(tmp_path: Path) -> None:
     from dsh import Harness
-    from dsh.events import SessionEvent, TurnStart
     from dsh.testing import MemoryStore
+    from dsh.values._events import SessionEvent, TurnStart
     from dsh_plugins.persistence_jsonl import JsonlStore
 
     async with Harness(load_entrypoints=False) as bare:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dsh.sse import parse_sse
+from dsh.llm._sse import parse_sse
 from dsh.testing.mockserver import SCENARIOS, Scenario, sample_arguments, thinking_enabled
 from dsh.testing.mockserver.conversation import choose_tool, in_thinking_mode
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsh.sse import parse_sse
+from dsh.llm._sse import parse_sse
 from dsh.testing.mockserver import MockServer
 from dsh.testing.mockserver.server import MODELS
 from dsh.testing.mockserver.validate import LEGACY_MODELS, RETIRED_MODELS, serving_model

@@ -8,7 +8,7 @@ import json
 import aiohttp
 import pytest
 
-from dsh.sse import parse_sse
+from dsh.llm._sse import parse_sse
 from dsh.testing.mockserver import SCENARIOS, MockServer, Scenario, completion_json, reply
 from dsh.testing.mockserver.catalogue import delta_text
 

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from dsh import AgentOptions, Harness
-from dsh.agent import Agent
 from dsh.testing import ScriptedAdapter
+from dsh.values._agent import Agent
 from dsh_plugins.otel import OtelPlugin
 
 

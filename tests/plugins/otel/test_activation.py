@@ -24,14 +24,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
-from dsh.chunks import StreamChunk, TokenUsage, UsageChunk
-from dsh.content import Message, Text
-from dsh.events import TurnCompleted, TurnEnd
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest, ToolSchema
+from dsh.llm._service import ModelInfo
 from dsh.testing import ScriptedAdapter, error_response, text_response, tool_call_response
-from dsh.tokens import Price
-from dsh.tools import ToolExecution
+from dsh.tools._registry import ToolExecution
+from dsh.values._chunks import StreamChunk, TokenUsage, UsageChunk
+from dsh.values._content import Message, Text
+from dsh.values._events import TurnCompleted, TurnEnd
+from dsh.values._request import LlmRequest, ToolSchema
+from dsh.values._tokens import Price
 from dsh_plugins.otel import OtelPlugin
 from dsh_plugins.otel.telemetry import records
 from dsh_plugins.permissions import PermissionsPlugin

@@ -13,13 +13,13 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.trace import StatusCode
 
 from dsh import Harness, Tool
-from dsh.agent import Agent
-from dsh.chunks import Finish, FinishError, LlmFailure
-from dsh.events import HistoryRewriteEnd, HistoryRewriteStart
-from dsh.markers import hookimpl
-from dsh.request import LlmRequest, ToolSchema
+from dsh.hooks._markers import hookimpl
 from dsh.testing import raise_error, tool_call_response
-from dsh.tools import ToolExecution
+from dsh.tools._registry import ToolExecution
+from dsh.values._agent import Agent
+from dsh.values._chunks import Finish, FinishError, LlmFailure
+from dsh.values._events import HistoryRewriteEnd, HistoryRewriteStart
+from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.retry import RetryPlugin
 from tests.plugins.otel.support import Clock, Telemetry, agent_on, run_turn
 from tests.plugins.otel.test_spans import AskingPolicy

@@ -19,7 +19,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from dsh import Harness
-from dsh.otlp import SERVICE_NAME, start_export
+from dsh.app._otlp import SERVICE_NAME, start_export
 from dsh.testing.mockserver import MockServer
 from dsh_plugins.terminal_ui import headless, startup
 from tests.helpers import disabled_plugins

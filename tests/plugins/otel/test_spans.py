@@ -15,8 +15,19 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
-from dsh.agent import Agent
-from dsh.chunks import (
+from dsh.app._harness import Harness as HarnessType
+from dsh.llm._service import ModelInfo
+from dsh.testing import (
+    ScriptedAdapter,
+    error_response,
+    hang,
+    raise_error,
+    text_response,
+    tool_call_response,
+)
+from dsh.tools._registry import ToolExecution, ToolOutcome
+from dsh.values._agent import Agent
+from dsh.values._chunks import (
     BlockStart,
     Finish,
     FinishError,
@@ -26,21 +37,10 @@ from dsh.chunks import (
     TokenUsage,
     UsageChunk,
 )
-from dsh.content import Message, Text
-from dsh.events import HistoryRewriteEnd, HistoryRewriteStart
-from dsh.harness import Harness as HarnessType
-from dsh.llm import ModelInfo
-from dsh.request import LlmRequest, ToolSchema
-from dsh.testing import (
-    ScriptedAdapter,
-    error_response,
-    hang,
-    raise_error,
-    text_response,
-    tool_call_response,
-)
-from dsh.tokens import Price
-from dsh.tools import ToolExecution, ToolOutcome
+from dsh.values._content import Message, Text
+from dsh.values._events import HistoryRewriteEnd, HistoryRewriteStart
+from dsh.values._request import LlmRequest, ToolSchema
+from dsh.values._tokens import Price
 from dsh_plugins.otel import provider_of
 from tests.plugins.otel.support import Telemetry, agent_on, run_turn
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness, Tool
-from dsh.content import Text
-from dsh.events import ToolResultEvent, TurnEnd, TurnError
-from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, error_response, tool_call_response
-from dsh.tools import ToolExecution
+from dsh.tools._registry import ToolExecution
+from dsh.values._content import Text
+from dsh.values._events import ToolResultEvent, TurnEnd, TurnError
+from dsh.values._request import ToolSchema
 from dsh_plugins.otel import OtelPlugin, load_telemetry
 from dsh_plugins.terminal_ui import headless, startup
 

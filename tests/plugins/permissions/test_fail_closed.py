@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-import dsh.plugins
+import dsh.hooks._loading
 from dsh import AgentOptions, Harness, ToolExecution, ToolOutcome
-from dsh.content import Text
-from dsh.errors import DshError
-from dsh.events import ToolResultEvent
-from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
-from dsh.tools import NoPolicyConfig, Tool, ToolRegistry
+from dsh.tools._registry import NoPolicyConfig, Tool, ToolRegistry
+from dsh.values._content import Text
+from dsh.values._errors import DshError
+from dsh.values._events import ToolResultEvent
+from dsh.values._request import ToolSchema
 from dsh_plugins.permissions import PermissionsPlugin
 from dsh_plugins.tools_fs import FsToolsPlugin
 from dsh_plugins.tools_shell import ShellToolPlugin
@@ -193,7 +193,7 @@ async def test_a_permissions_plugin_that_fails_to_load_fails_closed(
         found = importlib.metadata.entry_points(group=group)
         return [broken, *(ep for ep in found if ep.name != "permissions")]
 
-    monkeypatch.setattr(dsh.plugins, "entry_points", discover)
+    monkeypatch.setattr(dsh.hooks._loading, "entry_points", discover)
     monkeypatch.delenv("DSH_DISABLE_PLUGINS", raising=False)
     async with Harness(strict=False) as harness:
         assert [f.name for f in harness.plugins.failures] == ["permissions"]

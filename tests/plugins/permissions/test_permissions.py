@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, ConfigError, DshError, Harness, ToolExecution, ToolOutcome, hookimpl
-from dsh.content import Text
-from dsh.loop import LoopAgent
+from dsh.loop._loop import LoopAgent
+from dsh.values._content import Text
 from dsh_plugins.permissions import (
     ApprovalAsked,
     ApprovalDecided,

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from dsh import DshError, Harness, Tool
-from dsh.content import text_of
-from dsh.events import PermissionModeChange, ToolResultEvent, TurnEnd, TurnError
-from dsh.request import ToolSchema
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh.values._content import text_of
+from dsh.values._events import PermissionModeChange, ToolResultEvent, TurnEnd, TurnError
+from dsh.values._request import ToolSchema
 from dsh_plugins.permissions import PLAN_NOTE, PermissionsPlugin
 from dsh_plugins.permissions.policy import PermissionsConfig, Rule, decide, summary
 from tests.helpers import data_of

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dsh.tools import Effect
+from dsh.tools._registry import Effect
 from dsh_plugins.permissions.policy import (
     Decision,
     PermissionsConfig,

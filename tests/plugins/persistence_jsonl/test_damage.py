@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh import DshError, Harness
-from dsh.content import Text
-from dsh.converter import EventCodec
-from dsh.events import SessionEvent, UserMessage
+from dsh.session._codec import EventCodec
+from dsh.values._content import Text
+from dsh.values._events import SessionEvent, UserMessage
 from dsh_plugins.persistence_jsonl import (
     DamagedSession,
     JsonlStore,

@@ -17,15 +17,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh import AgentOptions, ConfigError, DshError, Harness, HookError, eventlog
-from dsh.chunks import BlockStart, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
-from dsh.content import Text
-from dsh.converter import EventCodec, dumps
-from dsh.eventlog import pack
-from dsh.events import AssistantChunk, RawEventData, SessionEvent, UserMessage
-from dsh.session import Session
+from dsh import AgentOptions, ConfigError, DshError, Harness, HookError
+from dsh.session import _log as eventlog
+from dsh.session._codec import EventCodec, dumps
+from dsh.session._log import pack
+from dsh.session._session import Session
 from dsh.testing import ScriptedAdapter, text_response
 from dsh.testing.strategies import packed_event_data, stream_chunks
+from dsh.values._chunks import BlockStart, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
+from dsh.values._content import Text
+from dsh.values._events import AssistantChunk, RawEventData, SessionEvent, UserMessage
 from dsh_plugins.persistence_jsonl import (
     DamagedSession,
     JsonlStore,
@@ -34,12 +35,10 @@ from dsh_plugins.persistence_jsonl import (
     list_sessions,
     read_session,
 )
-from dsh_plugins.persistence_jsonl import format as format_module
+from dsh_plugins.persistence_jsonl._fastjson import lines, reference_lines
 from dsh_plugins.persistence_jsonl.format import (
-    _times_json,
     decode_lines,
     encode_events,
-    line_json,
 )
 
 CODEC = EventCodec()
@@ -175,27 +174,6 @@ numbers = st.floats() | st.integers() | st.booleans()
 epoch_times = st.floats(1e9, 1e10)
 
 
-@given(st.lists(numbers, max_size=8) | st.lists(st.floats(1e-4, 1e16, exclude_max=True)))
-def test_a_runs_times_are_written_as_dumps_writes_them(times: list[float]) -> None:
-    assert _times_json(times) == dumps(times)
-
-
-@pytest.mark.parametrize(
-    "times",
-    [
-        [1.7e9, float("nan")],
-        [float("nan"), 1.7e9],
-        [1.7e9, float("inf")],
-        [9.999e-05, 1.7e9],
-        [1e16, 1.7e9],
-        [1.7e9, "1.7e9"],
-        [],
-    ],
-)
-def test_times_the_fast_path_might_write_otherwise_go_to_dumps(times: list[Any]) -> None:
-    assert _times_json(times) == dumps(times)
-
-
 #: JSON-ready data as ``unstructure`` gives it, and what orjson writes otherwise or refuses:
 #: any text (non-ASCII, DEL, control characters, lone surrogates), NaN, infinities, small and
 #: huge floats, integers past 64 bits, keys that are not strings.
@@ -209,9 +187,17 @@ json_ready = st.recursive(
 )
 
 
-@given(json_ready)
-def test_an_event_line_is_the_text_dumps_writes(value: Any) -> None:
-    assert line_json(value) == dumps(value)
+@given(st.lists(json_ready, max_size=6))
+def test_the_fast_lines_are_the_reference_lines(rows: list[Any]) -> None:
+    """The JSONL store's speed trick (orjson, checked) writes what its plain definition does:
+    each row's ``dumps`` text and a newline."""
+    assert lines(rows) == reference_lines(rows)
+    assert reference_lines(rows) == "".join(f"{dumps(row)}\n" for row in rows).encode()
+
+
+@given(st.lists(st.floats() | numbers, max_size=8))
+def test_a_runs_times_are_written_as_dumps_writes_them(times: list[Any]) -> None:
+    assert lines([{"times": times}]) == reference_lines([{"times": times}])
 
 
 def _any_event(seq: int, time: float, kind: int, text: str, value: Any) -> SessionEvent:
@@ -234,10 +220,7 @@ def test_a_batch_is_the_text_dumps_writes_line_by_line(
     """Whatever the events hold (any text, any float, what orjson refuses), a batch is written
     as ``dumps`` writes each of its lines: the same as with orjson out of the way."""
     events = [_any_event(seq, *spec) for seq, spec in enumerate(specs)]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(format_module, "_orjson", lambda value: None)
-        by_dumps = encode_events(events, CODEC)
-    assert encode_events(events, CODEC) == by_dumps
+    assert encode_events(events, CODEC).encode() == reference_lines(CODEC.rows(events))
 
 
 @given(
@@ -288,7 +271,7 @@ def _no_unpacking(seq: int, kept: object) -> SessionEvent:
     ],
 )
 def test_lines_orjson_writes_otherwise_or_refuses_go_to_dumps(value: Any) -> None:
-    assert line_json(value) == dumps(value)
+    assert lines([value, {"next": 1}]) == reference_lines([value, {"next": 1}])
 
 
 @pytest.mark.parametrize("value", [{"when": datetime.now(UTC)}, [Path("p")], {"d": Point(1)}])
@@ -296,7 +279,7 @@ def test_a_value_dumps_refuses_is_refused_alike(value: Any) -> None:
     with pytest.raises(TypeError):
         dumps(value)
     with pytest.raises(TypeError):
-        line_json(value)
+        lines([value])
 
 
 @given(st.lists(st.tuples(epoch_times, st.text(max_size=4)), min_size=2, max_size=30))

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from dsh import DshError, Harness
-from dsh.chunks import TextDelta
-from dsh.content import Text
-from dsh.converter import EventCodec
-from dsh.events import AssistantChunk, SessionEvent, UserMessage
-from dsh.session import SessionBusy, SessionConflict
+from dsh.session._codec import EventCodec
+from dsh.session._session import SessionBusy, SessionConflict
+from dsh.values._chunks import TextDelta
+from dsh.values._content import Text
+from dsh.values._events import AssistantChunk, SessionEvent, UserMessage
 from dsh_plugins.persistence_jsonl import JsonlStore, read_session
 from dsh_plugins.persistence_jsonl.format import next_seq
 from dsh_plugins.persistence_jsonl.lock import WriterLock, lock_path

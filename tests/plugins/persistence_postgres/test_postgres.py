@@ -20,13 +20,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from dsh import AgentOptions, Harness, HookError
-from dsh.configdoc import masked_config
-from dsh.content import Text
-from dsh.events import SessionEvent, UserMessage
-from dsh.session import Session, SessionBusy, SessionConflict
-from dsh.store import LeaseInfo
+from dsh.app._configdoc import masked_config
+from dsh.session._session import Session, SessionBusy, SessionConflict
+from dsh.session._store import LeaseInfo
+from dsh.session._verify import verify
 from dsh.testing import ScriptedAdapter, text_response
-from dsh.verify import verify
+from dsh.values._content import Text
+from dsh.values._events import SessionEvent, UserMessage
 from dsh_plugins.persistence_postgres import (
     SCHEMA_VERSION,
     LeaseLost,

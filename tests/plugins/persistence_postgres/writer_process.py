@@ -12,10 +12,10 @@ import asyncio
 import sys
 
 from dsh import Harness
-from dsh.content import Text
-from dsh.errors import DshError
-from dsh.events import UserMessage
-from dsh.session import Session, SessionBusy, SessionConflict, failures
+from dsh.session._session import Session, SessionBusy, SessionConflict, failures
+from dsh.values._content import Text
+from dsh.values._errors import DshError
+from dsh.values._events import UserMessage
 from dsh_plugins.persistence_postgres import PostgresStore
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness, HookError
-from dsh.content import Text
-from dsh.events import SessionEvent, UserMessage
-from dsh.session import SessionConflict
+from dsh.session._session import SessionConflict
 from dsh.testing import ScriptedAdapter, text_response
+from dsh.values._content import Text
+from dsh.values._events import SessionEvent, UserMessage
 from dsh_plugins.persistence_sqlite import SCHEMA_VERSION, SqliteStore, default_path
 
 

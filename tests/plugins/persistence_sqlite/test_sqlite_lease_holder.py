@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from dsh import Harness
-from dsh.store import LeaseInfo
+from dsh.session._store import LeaseInfo
 from dsh_plugins.persistence_sqlite import SqliteStore
 from tests.plugins.persistence_sqlite.test_sqlite_writers import dead_pid, events, put_lease
 

@@ -19,9 +19,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from dsh import DshError, Harness, HookError
-from dsh.content import Text
-from dsh.events import SessionEvent, UserMessage
-from dsh.session import SessionBusy, SessionConflict
+from dsh.session._session import SessionBusy, SessionConflict
+from dsh.values._content import Text
+from dsh.values._events import SessionEvent, UserMessage
 from dsh_plugins import persistence_sqlite
 from dsh_plugins.persistence_sqlite import SCHEMA_VERSION, Lease, SqliteStore, process_alive
 

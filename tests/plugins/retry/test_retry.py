@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness, Retry, hookimpl
-from dsh.chunks import LlmFailure
-from dsh.events import RetryEvent, TurnCompleted, TurnEnd, TurnError
-from dsh.loop import LoopAgent
+from dsh.loop._loop import LoopAgent
 from dsh.testing import ScriptedAdapter, raise_error, text_response
+from dsh.values._chunks import LlmFailure
+from dsh.values._events import RetryEvent, TurnCompleted, TurnEnd, TurnError
 from dsh_plugins.retry import RetryConfig, RetryPlugin, backoff_s
 
 

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from dsh import AgentOptions, Harness, hookimpl
-from dsh.agent import Agent
-from dsh.chunks import StreamChunk
-from dsh.content import text_of
-from dsh.events import PermissionModeChange, ToolResultEvent, TurnCompleted, TurnEnd
-from dsh.request import LlmRequest
 from dsh.testing import ScriptedAdapter, ScriptEntry, text_response, tool_call_response
+from dsh.values._agent import Agent
+from dsh.values._chunks import StreamChunk
+from dsh.values._content import text_of
+from dsh.values._events import PermissionModeChange, ToolResultEvent, TurnCompleted, TurnEnd
+from dsh.values._request import LlmRequest
 from dsh_plugins.permissions import PLAN_NOTE, ApprovalDecided, PermissionsPlugin
 from dsh_plugins.subagents import TASK, SubagentsPlugin
 from dsh_plugins.tools_fs import FsToolsPlugin

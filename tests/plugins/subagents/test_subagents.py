@@ -12,11 +12,7 @@ import attrs
 import pytest
 
 from dsh import AgentOptions, DshError, Harness
-from dsh.chunks import StreamChunk
-from dsh.content import AgentSource, text_of
-from dsh.events import ToolResultEvent, TurnAborted, TurnCompleted, TurnInterrupted, UserMessage
-from dsh.family import SubagentEnd, SubagentParent, unfinished_children
-from dsh.request import LlmRequest
+from dsh.loop._family import SubagentEnd, SubagentParent, unfinished_children
 from dsh.testing import (
     MemoryStore,
     ScriptedAdapter,
@@ -28,6 +24,16 @@ from dsh.testing import (
     tool_calls_response,
 )
 from dsh.testing.stores import crash
+from dsh.values._chunks import StreamChunk
+from dsh.values._content import AgentSource, text_of
+from dsh.values._events import (
+    ToolResultEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnInterrupted,
+    UserMessage,
+)
+from dsh.values._request import LlmRequest
 from dsh_plugins.budgets import BudgetsPlugin
 from dsh_plugins.subagents import TASK, SubagentsPlugin
 from tests.helpers import data_as, data_of, of_type
@@ -323,9 +329,9 @@ async def test_a_crash_with_a_running_child_is_resumed() -> None:
 
 
 def test_unfinished_children_outside_an_open_turn() -> None:
-    from dsh.events import SessionEvent
-    from dsh.family import SubagentStart
-    from dsh.recovery import closing_events
+    from dsh.loop._family import SubagentStart
+    from dsh.loop._recovery import closing_events
+    from dsh.values._events import SessionEvent
 
     start = SessionEvent("subagent/start", 0, 0.0, SubagentStart("c", "c-s", 1, 1))
     assert closing_events([start]) == unfinished_children([start])
@@ -333,7 +339,7 @@ def test_unfinished_children_outside_an_open_turn() -> None:
 
 
 async def test_the_task_tool_needs_an_agent() -> None:
-    from dsh.tools import ToolExecution
+    from dsh.tools._registry import ToolExecution
 
     plugin = SubagentsPlugin()
     async with Harness([plugin], load_entrypoints=False) as harness:

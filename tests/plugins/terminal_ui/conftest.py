@@ -11,7 +11,7 @@ import pytest
 import structlog
 
 from dsh import Harness, ToolExecution, ToolOutcome, tool
-from dsh.loop import LoopAgent
+from dsh.loop._loop import LoopAgent
 from dsh.testing import MemoryStore, ScriptedAdapter, ScriptEntry
 from dsh_plugins.terminal_ui import TerminalUi, console, headless
 

@@ -10,10 +10,11 @@ from typing import Any, cast
 
 import pytest
 
-from dsh import DshError, Harness, ToolExecution, recovery
-from dsh.events import SessionEvent, TurnStart
-from dsh.loop import LoopAgent
+from dsh import DshError, Harness, ToolExecution
+from dsh.loop import _recovery as recovery
+from dsh.loop._loop import LoopAgent
 from dsh.testing import MemoryStore, hang, text_response, tool_call_response
+from dsh.values._events import SessionEvent, TurnStart
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.render import Lines

@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 import os
 
-from dsh.events import TurnAborted, TurnEnd
 from dsh.testing import MemoryStore, hang, text_response
+from dsh.values._events import TurnAborted, TurnEnd
 from dsh_plugins.terminal_ui.console import Console
 from dsh_plugins.terminal_ui.threads import OutputClosed, Pump
 from tests.helpers import data_of

@@ -25,11 +25,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from dsh import Harness
-from dsh.chunks import BlockStart, TextDelta
-from dsh.content import Text
-from dsh.loop import LoopAgent
-from dsh.request import LlmRequest
+from dsh.loop._loop import LoopAgent
 from dsh.testing import MemoryStore, hang, text_response, tool_call_response
+from dsh.values._chunks import BlockStart, TextDelta
+from dsh.values._content import Text
+from dsh.values._request import LlmRequest
 from dsh_plugins.terminal_ui import console
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.console import Console, History, history_path

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dsh import aliases
+from dsh.app import _aliases as aliases
 from dsh.testing import ScriptedAdapter, text_response
 from dsh.testing.mockserver import MockServer
 from dsh_plugins.llm_openai_sdk import OpenAISdkPlugin

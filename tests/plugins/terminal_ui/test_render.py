@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from dsh.chunks import (
+from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
     Finish,
@@ -21,8 +21,8 @@ from dsh.chunks import (
     ToolCallDelta,
     UsageChunk,
 )
-from dsh.content import Text
-from dsh.events import (
+from dsh.values._content import Text
+from dsh.values._events import (
     ElidedResult,
     ErrorEvent,
     EventData,

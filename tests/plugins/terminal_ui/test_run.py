@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.content import Text
 from dsh.testing import (
     MemoryStore,
     error_response,
@@ -27,6 +26,7 @@ from dsh.testing import (
     tool_call_response,
 )
 from dsh.testing.mockserver import MockServer
+from dsh.values._content import Text
 from dsh_plugins.terminal_ui import headless
 from tests.plugins.terminal_ui.conftest import Kit, make_harness, run_args
 

@@ -14,11 +14,11 @@ import pytest
 from attrs import evolve
 
 from dsh import AgentOptions
-from dsh.events import TurnAborted, TurnEnd
 from dsh.testing import hang, text_response
 from dsh.testing.mockserver import MockServer
 from dsh.testing.mockserver.catalogue import long_text
 from dsh.testing.mockserver.scenario import Scenario
+from dsh.values._events import TurnAborted, TurnEnd
 from dsh_plugins.terminal_ui import headless
 from dsh_plugins.terminal_ui.render import Lines
 from dsh_plugins.terminal_ui.style import Style

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import attrs
 
-from dsh.output import FINAL_RESULT
+from dsh.loop._output import FINAL_RESULT
 from dsh.testing import error_response, text_response, tool_call_response
 from dsh_plugins.terminal_ui import headless
 from tests.plugins.terminal_ui.conftest import Kit, make_harness, run_args

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 
 from dsh import AgentOptions, Harness, ToolExecution
+from dsh.app._usage import UsageMeter
 from dsh.testing import ScriptedAdapter, text_response
-from dsh.usage import UsageMeter
 from dsh_plugins.terminal_ui.render import Lines, Renderer
 from dsh_plugins.terminal_ui.style import Style
 from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy, JsonFeed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from dsh import ToolOutcome
-from dsh.content import Text
+from dsh.values._content import Text
 
 #: ``await call("read_file", path="a.txt")``: run a tool as the test agent.
 Call = Callable[..., Awaitable[ToolOutcome]]

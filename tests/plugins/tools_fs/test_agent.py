@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from dsh import AgentOptions, Harness
-from dsh.content import Text, ToolResult
-from dsh.events import ToolResultEvent, TurnCompleted
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh.values._content import Text, ToolResult
+from dsh.values._events import ToolResultEvent, TurnCompleted
 from dsh_plugins.permissions import PermissionsPlugin
 from dsh_plugins.tools_fs import FsToolsPlugin
 from dsh_plugins.tools_shell import ShellToolPlugin

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh.tools import ToolError
+from dsh.tools._registry import ToolError
 from dsh_plugins.tools_fs.replace import replace_file
 from tests.plugins.tools_fs.support import Call, failed, ok
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dsh import ToolOutcome
-from dsh.content import Text
+from dsh.values._content import Text
 
 #: ``await call("shell", command="ls")``: run a tool as the test agent.
 Call = Callable[..., Awaitable[ToolOutcome]]

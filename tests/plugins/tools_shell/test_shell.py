@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness, ToolExecution
-from dsh.headtail import HeadTail
+from dsh.tools._output import HeadTail
 from dsh_plugins.tools_shell import ShellConfig, ShellToolPlugin
 from dsh_plugins.tools_shell.config import SECRET_PATTERNS
 from dsh_plugins.tools_shell.environment import allowed, is_secret

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, Harness
-from dsh.events import ToolResultEvent
-from dsh.headtail import HeadTail
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
+from dsh.tools._output import HeadTail
+from dsh.values._events import ToolResultEvent
 from dsh_plugins.tools_shell import ShellToolPlugin, process
 from dsh_plugins.tools_shell.process import run_command
 from tests.plugins.tools_shell.support import Call, alive, eventually, pids, running_with, text

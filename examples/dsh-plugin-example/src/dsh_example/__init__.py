@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from dsh import Tool, hookimpl, tool
-from dsh.tools import ToolError
+from dsh.plugin import ToolError
 
 from dsh_example.calculator import CalculationError, evaluate, render
 
 if TYPE_CHECKING:
     from dsh import Harness
-    from dsh.request import LlmRequest
+    from dsh.plugin import LlmRequest
 
 __all__ = ["SECTION", "CalculatorConfig", "CalculatorPlugin", "make_calculate"]
 __version__ = "0.1.0"

@@ -1,0 +1,69 @@
+"""The system prompt: ordered sections plus the tool schemas, assembled before every request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+from dsh.values._errors import DshError
+from dsh.values._request import ToolSchema
+from dsh.values._value import Value
+
+if TYPE_CHECKING:
+    from dsh.hooks._caller import Hooks
+    from dsh.tools._registry import ToolRegistry
+
+__all__ = ["PromptAssembly", "PromptSection", "SystemPrompt", "render"]
+
+
+@frozen(repr=False)
+class PromptSection(Value):
+    """A named part of the system prompt. Lower ``order`` comes first; ``text`` may be a
+    function evaluated at every assembly (for content that changes)."""
+
+    name: str
+    text: str | Callable[[], str]
+    order: int = 0
+
+    def render(self) -> str:
+        return self.text() if callable(self.text) else self.text
+
+
+@frozen(repr=False)
+class PromptAssembly(Value):
+    sections: tuple[PromptSection, ...]
+    tools: tuple[ToolSchema, ...]
+
+
+def render(assembly: PromptAssembly) -> str:
+    """Section texts, empty ones skipped, joined by blank lines."""
+    return "\n\n".join(text for s in assembly.sections if (text := s.render()))
+
+
+class SystemPrompt:
+    def __init__(self, hooks: Hooks, tools: ToolRegistry) -> None:
+        self._hooks = hooks
+        self._tools = tools
+        self._sections: dict[str, PromptSection] = {}
+
+    def section(self, section: PromptSection) -> Callable[[], None]:
+        """Add a section; returns its disposer. Names are unique."""
+        if section.name in self._sections:
+            raise DshError(f"prompt section {section.name!r} is registered twice")
+        self._sections[section.name] = section
+
+        def dispose() -> None:
+            if self._sections.get(section.name) is section:
+                del self._sections[section.name]
+
+        return dispose
+
+    def sections(self) -> tuple[PromptSection, ...]:
+        return tuple(sorted(self._sections.values(), key=lambda s: s.order))
+
+    async def assemble(self) -> PromptAssembly:
+        """Sections in order and the registered tools, through ``dsh_system_prompt_assemble``."""
+        assembly = PromptAssembly(self.sections(), self._tools.schemas())
+        return await self._hooks.system_prompt_assemble(assembly)

@@ -1,0 +1,184 @@
+"""The public face of a loop agent: its state, its inbox, and what a host or plugin calls.
+
+:class:`AgentHandle` implements :class:`~dsh.values._agent.Agent` up to the lifecycle itself:
+``send``/``steer``/``inject`` only queue (logging ``inbox/queued`` when the agent is busy, so a
+message survives a crash), ``abort`` and ``dispose`` only cancel the running step. The driver
+(:class:`dsh.loop._loop.LoopAgent`) subclasses it and starts the task that runs the turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterable
+from typing import TYPE_CHECKING, Any
+
+from attrs import evolve
+
+from dsh.loop._inbox import Inbox, InboxMessage, Signal
+from dsh.values._agent import PERMISSION_MODES, AgentOptions, AgentStatus, Content, PermissionMode
+from dsh.values._content import MessageSource, UserSource, as_blocks
+from dsh.values._errors import DshError
+from dsh.values._events import (
+    ContextMessage,
+    PermissionModeChange,
+    QueuedMessage,
+    SteeringMessage,
+    WithdrawnMessage,
+)
+
+if TYPE_CHECKING:
+    from dsh.app._harness import Harness
+    from dsh.session._session import Session
+
+__all__ = ["AgentHandle"]
+
+
+class AgentHandle:
+    """An agent's state and public methods (see :class:`~dsh.values._agent.Agent`); registered with
+    the harness's agents while it lives. The driver sets ``_task`` and runs the turns."""
+
+    _task: asyncio.Task[None]
+
+    def __init__(
+        self, harness: Harness, agent_id: str, options: AgentOptions, session: Session
+    ) -> None:
+        self.id = agent_id
+        self.options = options
+        self.session = session
+        self.status: AgentStatus = "idle"
+        self.inbox = Inbox()
+        self.harness = harness
+        self._hooks = harness.hooks
+        self._idle = Signal()  # no deque of waiters per agent
+        self._idle.set()
+        self._pending_context: list[InboxMessage] = []
+        self._abort_reason: str | None = None
+        self._disposing = False
+        self._in_turn = False
+        #: The agent's task while it runs a step (abort and dispose cancel it there), and how
+        #: many cancellations they asked of it: see ``LoopAgent._run_step``.
+        self._step_task: asyncio.Task[None] | None = None
+        self._step_cancels = 0
+        self._background: set[asyncio.Task[None]] = set()
+        self._unregister = harness.agents.register(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id!r} {self.status}>"
+
+    @property
+    def disposing(self) -> bool:
+        return self._disposing
+
+    @property
+    def idle(self) -> bool:
+        return self._idle.is_set()
+
+    @property
+    def abort_reason(self) -> str | None:
+        return self._abort_reason
+
+    def send(self, content: Content, source: MessageSource = UserSource()) -> None:
+        self._queue(InboxMessage(as_blocks(content), source), steering=False)
+
+    def steer(self, content: Content, source: MessageSource = UserSource()) -> None:
+        self._queue(InboxMessage(as_blocks(content), source), steering=self._in_turn)
+
+    def inject(self, content: Content, source: MessageSource = UserSource()) -> None:
+        self._check_alive()
+        message = InboxMessage(as_blocks(content), source)
+        if self._in_turn:
+            self._pending_context.append(message)
+        else:
+            self.session.append(ContextMessage(message.content, message.source))
+
+    def requeue(self, messages: Iterable[InboxMessage]) -> None:
+        """Queue messages a resume restored (:func:`dsh.loop._recovery.pending_messages`): they keep
+        their ``inbox/queued`` event, and start a turn as if they had just been sent."""
+        for message in messages:
+            self._queue(message, steering=False)
+
+    def withdraw_steering(self) -> list[InboxMessage]:
+        """Each withdrawn message is logged ``inbox/withdrawn``, so a resume skips it."""
+        taken = self.inbox.drain_steering()
+        for seq in [m.queued_seq for m in taken if m.queued_seq is not None]:
+            self.session.append(WithdrawnMessage(seq))
+        return taken
+
+    def abort(self, reason: str = "aborted") -> None:
+        if self._in_turn and self._abort_reason is None:
+            self._abort_reason = reason
+            self._cancel_step()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def set_permission_mode(self, mode: PermissionMode) -> None:
+        """Logged ``permissions/mode``: the permission policy judges later calls in ``mode``."""
+        if mode not in PERMISSION_MODES:
+            raise DshError(f"unknown permission mode {mode!r}: use one of {PERMISSION_MODES}")
+        self.session.append(PermissionModeChange(mode))
+
+    async def result(self) -> Any:
+        """The typed value of the last completed turn (see :mod:`dsh.loop._output`)."""
+        from dsh.loop._output import result_of  # typed results import the tool machinery
+
+        return result_of(self)
+
+    async def dispose(self) -> None:
+        if not self._disposing:
+            self._disposing = True
+            self.inbox.close()
+            self._cancel_step()
+        await asyncio.shield(self._task)
+
+    def _cancel_step(self) -> None:
+        """Cancel the step running now, if one is. Asked from within the step itself (a chunk
+        observer aborting), the cancellation waits for the step's next wait: a task that
+        cancels itself and then finishes the step without waiting would carry the
+        cancellation past it, into the agent's own bookkeeping."""
+        task = self._step_task
+        if task is None:
+            return
+        if task is asyncio.current_task():
+            asyncio.get_running_loop().call_soon(self._cancel_step)
+            return
+        self._step_cancels += 1
+        task.cancel()
+
+    def _check_alive(self) -> None:
+        if self._disposing:
+            raise DshError(f"agent {self.id!r} is disposed")
+
+    def _queue(self, message: InboxMessage, steering: bool) -> None:
+        self._check_alive()
+        if self._in_turn and message.queued_seq is None:
+            # Busy: the message may wait a while, so it is logged and survives a crash.
+            data = QueuedMessage(message.content, message.source, steering)
+            message = evolve(message, queued_seq=self.session.append(data).seq)
+            self._spawn(self.session.checkpoint())
+        if steering:
+            self.inbox.steer(message)
+        else:
+            self.inbox.enqueue(message)
+            self._idle.clear()
+        self._spawn(self._hooks.agent_queued(self, message, steering))
+
+    def _deliver_context(self) -> None:
+        """Log the context injected during the turn (it reaches the next request)."""
+        for message in self._pending_context:
+            self.session.append(ContextMessage(message.content, message.source))
+        self._pending_context.clear()
+
+    def _deliver_steering(self, turn: int) -> bool:
+        """Log pending context and steering; True if steering was delivered."""
+        self._deliver_context()
+        steering = self.inbox.drain_steering()
+        for message in steering:
+            data = SteeringMessage(turn, message.content, message.source, message.queued_seq)
+            self.session.append(data)
+        return bool(steering)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

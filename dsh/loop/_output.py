@@ -1,0 +1,401 @@
+"""Typed results: ``AgentOptions(output_type=T)`` makes a turn's answer a validated ``T``.
+
+``T`` is an attrs class, a dataclass, a ``TypedDict`` or a JSON Schema dict. How the model is
+made to answer in shape is chosen per request from what the model can do:
+
+* ``tool`` mode (the default): the request offers a ``final_result`` tool whose parameters are
+  the type's schema. It works beside other tools and in thinking mode.
+* ``json`` mode: when the model's adapter says it has a JSON output mode
+  (:attr:`ModelInfo.json_mode <dsh.llm._service.ModelInfo.json_mode>`), the request offers no other
+  tool and thinking is not on, the request asks for a JSON object (``response_format``) and the
+  system prompt carries the schema.
+
+An answer that does not validate is sent back to the model with the problem (the failed
+``final_result`` call's error, or a steering message), at most ``AgentOptions.output_retries``
+times; each attempt sent back is logged ``output/retry``, the accepted value ``output/result``
+and the last failed attempt ``output/failed`` alone. :func:`result_of` (``await
+agent.result()``) reads the last completed turn's value back from the session log, so it
+survives a resume.
+
+The machinery is :class:`OutputPlugin`, which every harness registers: hooks the loop already
+calls (request, tool middleware, continuation), nothing in the loop itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import sys
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, is_typeddict
+
+import attrs
+import cattrs
+from attrs import evolve, frozen
+
+from dsh.hooks._markers import Stop, hookimpl
+from dsh.session._codec import converter
+from dsh.tools._registry import ToolExecution, ToolOutcome
+from dsh.tools._schema import field_shape, shape_of, validate
+from dsh.values._agent import Continuation
+from dsh.values._content import PluginSource, Text, ToolCall, text_of
+from dsh.values._errors import DshError
+from dsh.values._events import (
+    AssistantMessage,
+    OutputFailed,
+    OutputResult,
+    OutputRetry,
+    SessionEvent,
+    TurnCompleted,
+    TurnEnd,
+    TurnStart,
+)
+from dsh.values._request import JsonObject, LlmRequest, ToolSchema
+from dsh.values._value import Value
+
+if TYPE_CHECKING:
+    from dsh.app._harness import Harness
+    from dsh.values._agent import Agent
+
+__all__ = [
+    "FINAL_RESULT",
+    "OutputError",
+    "OutputFailed",
+    "OutputPlugin",
+    "OutputResult",
+    "OutputRetry",
+    "OutputSpec",
+    "import_type",
+    "load_schema",
+    "output_spec",
+    "result_of",
+]
+
+#: The name of the tool the model answers through in ``tool`` mode.
+FINAL_RESULT = "final_result"
+#: The plugin name the harness registers :class:`OutputPlugin` under.
+PLUGIN_NAME = "dsh:output"
+_SOURCE = PluginSource("output")
+
+
+class OutputError(DshError):
+    """The typed result is not available: the answer never validated, the turn did not
+    complete, or no turn ran. The message says which, with the validation problem."""
+
+
+@frozen(repr=False)
+class OutputSpec(Value):
+    """What the model is asked for: ``schema`` (always an object, as tool parameters must be),
+    whether the value is ``wrapped`` in its ``result`` property, and ``convert`` from JSON
+    values to the output type."""
+
+    name: str
+    schema: JsonObject
+    convert: Callable[[Any], Any]
+    wrapped: bool = False
+
+    def problems(self, value: Any) -> list[str]:
+        """Why ``value`` (what the model sent) is not an answer, each naming the field."""
+        found = validate(value, self.schema)
+        if found:
+            return found
+        try:
+            self.convert(self.unwrap(value))
+        except cattrs.BaseValidationError as exc:  # a validator of the user's type refused it
+            return list(cattrs.transform_error(exc, format_exception=_explain))
+        return []
+
+    def unwrap(self, value: Any) -> Any:
+        return value["result"] if self.wrapped else value
+
+
+def _explain(exc: BaseException, _: Any) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def output_spec(output_type: object) -> OutputSpec:
+    """The spec of an ``output_type``; raises ``TypeError`` saying what is accepted."""
+    if isinstance(output_type, Mapping):
+        return _wrapped(output_type.get("title", "result"), dict(output_type), lambda v: v)
+    if isinstance(output_type, type) and attrs.has(output_type):
+        schema = shape_of(output_type).schema
+    elif isinstance(output_type, type) and dataclasses.is_dataclass(output_type):
+        schema = _record_schema(output_type, _dataclass_fields(output_type))
+    elif isinstance(output_type, type) and is_typeddict(output_type):
+        schema = _record_schema(output_type, _typeddict_fields(output_type))
+    else:
+        raise TypeError(
+            f"output_type {output_type!r} is not supported: give an attrs class, a dataclass, "
+            "a TypedDict or a JSON Schema dict"
+        )
+    kind: type = output_type
+    return OutputSpec(kind.__name__, schema, lambda v: converter.structure(v, kind))
+
+
+def _wrapped(name: str, schema: JsonObject, convert: Callable[[Any], Any]) -> OutputSpec:
+    if schema.get("type") == "object":
+        return OutputSpec(name, schema, convert)
+    wrapper = {
+        "type": "object",
+        "properties": {"result": schema},
+        "required": ["result"],
+        "additionalProperties": False,
+    }
+    return OutputSpec(name, wrapper, convert, wrapped=True)
+
+
+def _dataclass_fields(cls: type) -> list[tuple[str, Any, bool]]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return [
+        (f.name, hints[f.name], f.default is f.default_factory is dataclasses.MISSING)
+        for f in dataclasses.fields(cls)
+        if f.init
+    ]
+
+
+def _typeddict_fields(cls: type) -> list[tuple[str, Any, bool]]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+    return [(name, _not_required(hint), name in required) for name, hint in hints.items()]
+
+
+def _not_required(hint: Any) -> Any:
+    if typing.get_origin(hint) in (typing.Required, typing.NotRequired):
+        return typing.get_args(hint)[0]
+    return hint
+
+
+def _record_schema(cls: type, fields: Sequence[tuple[str, Any, bool]]) -> JsonObject:
+    properties: dict[str, Any] = {}
+    for name, hint, _ in fields:
+        nested = dataclasses.is_dataclass(hint) or is_typeddict(hint)
+        if nested and isinstance(hint, type):
+            properties[name] = output_spec(hint).schema
+        else:
+            properties[name] = field_shape(name, hint).schema
+    schema: JsonObject = {
+        "type": "object",
+        "properties": properties,
+        "required": [name for name, _, required in fields if required],
+        "additionalProperties": False,
+    }
+    if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}("):
+        schema["description"] = cls.__doc__.strip()
+    return schema
+
+
+def import_type(path: str, near: Path | None = None) -> Any:
+    """The output type an agent profile names by import path, ``package.module:Name``, looked
+    for first in ``near`` (the config file's directory: a project's own modules beside its
+    ``dsh.toml``), then on ``sys.path``; raises :class:`DshError` saying what is wrong."""
+    module_name, _, name = path.partition(":")
+    added = near is not None and str(near) not in sys.path
+    if added:
+        sys.path.insert(0, str(near))
+    try:
+        found = getattr(importlib.import_module(module_name), name) if name else None
+    except (ImportError, AttributeError) as exc:
+        where = f" (looked in {near} and on sys.path)" if near is not None else ""
+        raise DshError(f"cannot import the output type {path!r}{where}: {exc}") from exc
+    finally:
+        if added:
+            sys.path.remove(str(near))
+    if found is None:
+        raise DshError(f"the output type {path!r} is not 'package.module:Name'")
+    return found
+
+
+def load_schema(text: str) -> JsonObject:
+    """A JSON Schema given inline (``{...}``) or as the path of a JSON file (``dsh run
+    --schema``); raises :class:`DshError` saying what is wrong."""
+    source = "--schema"
+    if not text.lstrip().startswith("{"):
+        source = text
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise DshError(f"cannot read the schema file {source!r}: {exc.strerror}") from exc
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise DshError(f"the schema in {source} is not valid JSON: {exc}") from exc
+    if not isinstance(schema, dict):
+        raise DshError(f"the schema in {source} must be a JSON object, got {type(schema).__name__}")
+    return schema
+
+
+def result_of(agent: Agent) -> Any:
+    """The typed value of ``agent``'s last completed turn (see :class:`OutputPlugin`)."""
+    output_type = agent.options.output_type
+    if output_type is None:
+        raise OutputError(f"agent {agent.id!r} has no output_type: set AgentOptions(output_type)")
+    events = agent.session.events
+    end = next((e.data for e in reversed(events) if isinstance(e.data, TurnEnd)), None)
+    if end is None:
+        raise OutputError(f"agent {agent.id!r} has not finished a turn yet")
+    turn = end.turn
+    for event in reversed(_turn_events(events, turn)):  # the latest word counts
+        if isinstance(event.data, OutputResult):
+            spec = output_spec(output_type)
+            return spec.convert(spec.unwrap(event.data.value))
+        if isinstance(event.data, OutputFailed):
+            raise OutputError(
+                f"turn {turn} gave no valid {output_spec(output_type).name} after "
+                f"{event.data.attempts} attempts: {event.data.error}"
+            )
+    if not isinstance(end.reason, TurnCompleted):
+        raise OutputError(f"turn {turn} ended {end.reason.type}, without a result")
+    raise OutputError(f"turn {turn} completed without a result")
+
+
+def _turn_events(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent]:
+    start = max(
+        (i for i, e in enumerate(events) if isinstance(e.data, TurnStart) and e.data.turn == turn),
+        default=0,
+    )
+    return list(events[start:])
+
+
+Mode = Literal["tool", "json"]
+
+
+@attrs.define(repr=False)
+class _TurnState(Value):
+    turn: int
+    mode: Mode = "tool"
+    attempts: int = 0
+    done: bool = False
+    last_error: str = ""
+
+
+class OutputPlugin:
+    """Asks for, checks and records typed results; every harness registers one."""
+
+    def __init__(self, harness: Harness) -> None:
+        self._harness = harness
+        self._turns: dict[str, _TurnState] = {}
+
+    @hookimpl
+    def dsh_agent_turn_start(self, agent: Agent, turn: int) -> None:
+        if agent.options.output_type is not None:
+            self._turns[agent.session.id] = _TurnState(turn)
+
+    @hookimpl
+    def dsh_agent_disposed(self, agent: Agent) -> None:
+        self._turns.pop(agent.session.id, None)
+
+    @hookimpl
+    def dsh_agent_request(
+        self, agent: Agent, turn: int, step: int, request: LlmRequest
+    ) -> LlmRequest | None:
+        state = self._turns.get(agent.session.id)
+        if state is None:
+            return None
+        spec = output_spec(agent.options.output_type)
+        state.mode = self._mode(request)
+        schema = json.dumps(spec.schema, ensure_ascii=False)
+        if state.mode == "json":
+            note = (
+                "Answer with one JSON object, and nothing else, matching this "
+                f"JSON Schema: {schema}"
+            )
+            return evolve(
+                request, system=_joined(request.system, note), response_format="json_object"
+            )
+        note = (
+            f"When you have the answer, call the {FINAL_RESULT} tool with it (a {spec.name}); "
+            "that call is your answer."
+        )
+        tool = ToolSchema(FINAL_RESULT, f"Give the final answer: a {spec.name}.", spec.schema)
+        return evolve(request, system=_joined(request.system, note), tools=(*request.tools, tool))
+
+    def _mode(self, request: LlmRequest) -> Mode:
+        info = self._harness.llm.model_info(request.model)
+        json_mode = info is not None and bool(info.json_mode)
+        return "json" if json_mode and not request.tools and not request.thinking else "tool"
+
+    @hookimpl
+    async def dsh_tools_execute(
+        self, execution: ToolExecution, call_next: Callable[[ToolExecution], Awaitable[ToolOutcome]]
+    ) -> ToolOutcome:
+        agent = execution.agent
+        state = None if agent is None else self._turns.get(agent.session.id)
+        if agent is None or state is None or execution.name != FINAL_RESULT:
+            return await call_next(execution)
+        if self._judge(agent, state, execution.parsed_arguments):
+            return ToolOutcome((Text("Result accepted."),))
+        return ToolOutcome.error("INVALID_RESULT", state.last_error)
+
+    @hookimpl
+    def dsh_agent_turn_continuation(
+        self, agent: Agent, turn: int, decision: Continuation
+    ) -> Continuation | Stop[Continuation] | None:
+        state = self._turns.get(agent.session.id)
+        if state is None:
+            return None
+        if state.done:
+            return Stop(Continuation(False, ""))
+        if decision.proceed:
+            return None
+        text = _last_answer(agent.session.events)
+        if state.mode == "json":
+            accepted = self._judge(agent, state, lambda: json.loads(text))
+        else:
+            self._reject(agent, state, [f"answer with a call of the {FINAL_RESULT} tool, not text"])
+            accepted = False
+        if accepted or state.done:
+            return None
+        # Not a Stop: budgets, called after this, may still end a turn that keeps failing.
+        return Continuation(True, "the answer is sent back to be corrected")
+
+    def _judge(self, agent: Agent, state: _TurnState, parse: Callable[[], Any]) -> bool:
+        """Accept the parsed answer if it validates, else reject it; True when accepted."""
+        try:
+            value = parse()
+        except ValueError as exc:
+            problems = [f"the answer is not valid JSON: {exc}"]
+        else:
+            problems = output_spec(agent.options.output_type).problems(value)
+            if not problems:
+                self._accept(agent, state, value)
+                return True
+        self._reject(agent, state, problems)
+        return False
+
+    def _accept(self, agent: Agent, state: _TurnState, value: Any) -> None:
+        agent.session.append(OutputResult(state.turn, value))
+        state.done = True
+
+    def _reject(self, agent: Agent, state: _TurnState, problems: list[str]) -> None:
+        """Log the attempt; steer the problem back, or give up after ``output_retries``."""
+        state.attempts += 1
+        error = "; ".join(problems)
+        if state.attempts > agent.options.output_retries:
+            agent.session.append(OutputFailed(state.turn, state.attempts, error))
+            state.done = True
+            state.last_error = f"the answer is invalid ({error}); no attempts are left"
+            return
+        agent.session.append(OutputRetry(state.turn, state.attempts, error))
+        how = f"call {FINAL_RESULT} again" if state.mode == "tool" else "answer again"
+        state.last_error = f"Your answer is invalid: {error}. Please {how} with a corrected answer."
+        if state.mode == "json" or _no_call(agent.session.events):
+            agent.steer(state.last_error, _SOURCE)
+
+
+def _joined(system: str | None, note: str) -> str:
+    return f"{system}\n\n{note}" if system else note
+
+
+def _last_message(events: Sequence[SessionEvent]) -> Any:
+    return next(e.data for e in reversed(events) if isinstance(e.data, AssistantMessage))
+
+
+def _last_answer(events: Sequence[SessionEvent]) -> str:
+    return text_of(_last_message(events).content).strip()
+
+
+def _no_call(events: Sequence[SessionEvent]) -> bool:
+    return not any(isinstance(b, ToolCall) for b in _last_message(events).content)

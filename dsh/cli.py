@@ -29,7 +29,7 @@ from dsh.hooks._loading import ENTRY_POINT_GROUP
 from dsh.llm._service import ANY_MODEL, ModelInfo
 from dsh.loop import _recovery as recovery
 from dsh.loop._family import family_lines
-from dsh.session._session import Session, failures
+from dsh.session._session import Session, error_messages
 from dsh.session._text import brief, describe, outcome
 from dsh.session._verify import verify
 from dsh.values._agent import AgentOptions
@@ -314,7 +314,7 @@ async def _sessions_fork(harness: Harness, args: argparse.Namespace) -> int:
         await child.flush()
     except Exception as exc:
         await harness.sessions.close(child)  # given up: not flushed again at exit
-        raise DshError(f"cannot store the fork {child.id!r}: {failures(exc)}") from exc
+        raise DshError(f"cannot store the fork {child.id!r}: {error_messages(exc)}") from exc
     print(f"forked {args.id} at seq {len(child) - 1} as {child.id}")
     return 0
 

@@ -71,7 +71,7 @@ __all__ = [
     "agent_id_of",
     "context_message",
     "derive_history",
-    "failures",
+    "error_messages",
     "new_session_id",
     "source_label",
     "summary_message",
@@ -248,7 +248,7 @@ def _leaves(exc: BaseException) -> tuple[BaseException, ...]:
     return exc.exceptions if isinstance(exc, BaseExceptionGroup) else (exc,)
 
 
-def failures(exc: BaseException) -> str:
+def error_messages(exc: BaseException) -> str:
     """Every message of ``exc``, an exception group of the stores' hook errors (as a parallel
     hook raises them) or a single exception."""
     return "; ".join(str(leaf) for leaf in _leaves(exc))
@@ -261,7 +261,7 @@ def _store_error(session: Session, exc: BaseException) -> DshError:
         cause = getattr(leaf, "error", leaf)
         if isinstance(cause, SessionBusy | SessionConflict):
             return cause
-    return DshError(f"cannot open session {session.id!r} for writing: {failures(exc)}")
+    return DshError(f"cannot open session {session.id!r} for writing: {error_messages(exc)}")
 
 
 @frozen(repr=False)

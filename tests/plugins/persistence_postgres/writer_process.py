@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from dsh import Harness
-from dsh.session._session import Session, SessionBusy, SessionConflict, failures
+from dsh.session._session import Session, SessionBusy, SessionConflict, error_messages
 from dsh.values._content import Text
 from dsh.values._errors import DshError
 from dsh.values._events import UserMessage
@@ -56,7 +56,7 @@ async def serve(argv: list[str]) -> None:
                 kind = (
                     "conflict" if any(isinstance(c, SessionConflict) for c in causes) else "error"
                 )
-                print(f"{kind} {failures(exc)}", flush=True)
+                print(f"{kind} {error_messages(exc)}", flush=True)
 
 
 if __name__ == "__main__":

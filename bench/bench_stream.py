@@ -1,5 +1,8 @@
-"""Streaming overhead of dsh: a long reply from the mock server into an agent, against a bare
-aiohttp + ``json.loads`` client reading the same stream.
+"""Streaming overhead of dsh's core: a long reply from the product mock server into an agent on
+the DeepSeek adapter alone (no other plugin), against a bare aiohttp client reading the same
+stream in blocks, splitting SSE lines by hand and decoding with ``orjson`` (the floor of
+``bench/run.py``, whose W1 is the benchmark: every plugin loaded, a faster mock server, imports
+and first requests outside the clock on both sides, which this script does not do).
 
     python bench/bench_stream.py [--chunks 20000] [--runs 5]
 
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import statistics
 import time
@@ -21,6 +23,7 @@ from multiprocessing.queues import Queue
 from typing import Any
 
 import aiohttp
+import orjson
 
 from dsh import AgentOptions, Harness
 from dsh.app._logs import configure_logging
@@ -52,22 +55,26 @@ async def queue_long_reply(url: str, chunks: int) -> None:
 
 
 async def bare_client(url: str) -> str:
-    """What a hand-written client does: read lines, ``json.loads`` each ``data:`` payload."""
+    """What a careful hand-written client does: read the body in blocks, split the lines by
+    hand, ``orjson.loads`` each ``data:`` payload."""
     body = {"model": MODEL, "messages": [{"role": "user", "content": "go"}], "stream": True}
-    headers = {"Authorization": f"Bearer {KEY}"}
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     pieces: list[str] = []
+    pending = b""
     async with (
         aiohttp.ClientSession() as session,
-        session.post(f"{url}/chat/completions", json=body, headers=headers) as response,
+        session.post(
+            f"{url}/chat/completions", data=orjson.dumps(body), headers=headers
+        ) as response,
     ):
-        async for line in response.content:
-            if not line.startswith(b"data: "):
-                continue
-            data = line[6:].strip()
-            if data == b"[DONE]":
-                break
-            for choice in json.loads(data)["choices"]:
-                pieces.append(choice["delta"].get("content") or "")
+        async for block in response.content.iter_any():
+            lines = (pending + block).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                if line[:6] != b"data: " or line.startswith(b"[DONE]", 6):
+                    continue
+                for choice in orjson.loads(line[6:])["choices"]:
+                    pieces.append(choice["delta"].get("content") or "")
     return "".join(pieces)
 
 

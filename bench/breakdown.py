@@ -1,18 +1,20 @@
 """Where dsh's time per chunk goes: W1 and W2 under cProfile, self time grouped by layer.
 
-Run ``python bench/breakdown.py [--chunks N] [--steps N]``. Both sides of each workload run
-once unprofiled (the real CPU time) and once under :mod:`cProfile` (timing CPU, over the
-section the suite's clock measures), against the same pre-encoded mock server as
-``bench/run.py``. A sampling profiler has no cost per call, so it checks the shares:
-``py-spy record -r 500 --format raw -o dsh.txt -- python bench/breakdown.py --spin dsh``, then
-``python bench/breakdown.py --spy dsh.txt`` tabulates the samples by the same layers. Where
-timings are too noisy to tell a small change, count instructions: ``valgrind --tool=cachegrind
---cache-sim=no python bench/breakdown.py --spin dsh --workload W2 --times 1 --steps 250``, the
-same with ``--steps 50``, and divide the difference by 200.
+Run ``python bench/breakdown.py [--chunks N] [--steps N]``. Each side of each workload (the
+floor, the logged floor, dsh) runs once unprofiled (the real CPU time) and once under
+:mod:`cProfile` (timing CPU, over the section the suite's clock measures), against the same
+pre-encoded mock server as ``bench/run.py``. A sampling profiler has no cost per call, so it
+checks the shares: ``py-spy record -r 500 --format raw -o dsh.txt -- python bench/breakdown.py
+--spin dsh``, then ``python bench/breakdown.py --spy dsh.txt`` tabulates the samples by the
+same layers. Timings move with the machine's load; instruction counts do not:
+``python bench/breakdown.py --cachegrind`` (needs valgrind) runs each side of W1 and W2 under
+``valgrind --tool=cachegrind`` at two sizes (:data:`CACHEGRIND_SIZES`) and divides the
+difference by the extra chunks or steps: instructions per chunk and per step, without the
+start, the imports and the warm-up.
 
 Every function's *self* time is put in one layer by the file that defines it (attrs' and cattrs'
 generated code by the class it was generated for), and the table shows each layer in µs per
-chunk (W1) or per step (W2) for the floor and for dsh, and the difference. cProfile adds a
+chunk (W1) or per step (W2) for each side, and dsh's difference to the floor. cProfile adds a
 roughly constant cost per Python call, so code that makes many small calls looks dearer than it
 is: read the shares, and the unprofiled totals for the real size.
 """
@@ -23,6 +25,9 @@ import argparse
 import cProfile
 import os
 import pstats
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,8 +42,10 @@ import run  # the workloads live in the suite's script
 #: (layer, substrings of a code location that put a function in it), first match wins.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("SSE parsing", ("dsh/llm/_sse.py", "dsh.llm._sse.")),
-    ("JSON decoding", ("json/decoder.py", "json/__init__.py:", "'loads'")),
-    ("JSON encoding (requests, JSONL)", ("json/encoder.py", "'dumps'", "'encode'")),
+    ("JSON decoding", ("json/decoder.py", "json/__init__.py:", "'loads'", "orjson.loads")),
+    ("JSON encoding (requests, JSONL)", ("json/encoder.py", "'dumps'", "'encode'", "orjson.dumps")),
+    # The floors' own code: SSE split, translation, assembly and tool loop in a few functions.
+    ("the floors' loop (bench/run.py)", ("bench/run.py",)),
     ("translation (adapter)", ("dsh_plugins/llm_deepseek", "dsh/llm/_service.py")),
     ("chunk objects", ("dsh/values/_chunks.py", "dsh.values._chunks.")),
     ("assembler", ("dsh/llm/_assembler.py", "dsh/assembly.py")),
@@ -116,34 +123,37 @@ def profile_layers(call: Callable[[], object]) -> dict[str, float]:
 
 
 def breakdown(name: str, unit: str, units: int, measure: Callable[[str], run.Sample]) -> str:
-    """The Markdown table for one workload: per layer, µs per unit, floor and dsh."""
-    plain = {side: measure(side) for side in ("floor", "dsh")}
+    """The Markdown table for one workload: per layer, µs per unit, for the floor, the logged
+    floor and dsh."""
+    plain = {side: measure(side) for side in run.SIDES}
     profiled = {side: profile_layers(partial(measure, side)) for side in plain}
     order = [n for n, _ in LAYERS] + [OTHER]
+    per_unit = {side: plain[side].cpu * 1e6 / units for side in plain}
     lines = [
-        f"{name}: unprofiled CPU floor {plain['floor'].cpu * 1e6 / units:.1f} µs/{unit}, dsh "
-        f"{plain['dsh'].cpu * 1e6 / units:.1f} µs/{unit} "
-        f"(+{(plain['dsh'].cpu - plain['floor'].cpu) * 1e6 / units:.1f})",
+        f"{name}: unprofiled CPU floor {per_unit['floor']:.1f} µs/{unit}, logged floor "
+        f"{per_unit['logged']:.1f} µs/{unit}, dsh {per_unit['dsh']:.1f} µs/{unit} "
+        f"({per_unit['dsh'] - per_unit['floor']:+.1f} over the floor, "
+        f"{per_unit['dsh'] - per_unit['logged']:+.1f} over the logged floor)",
         "",
         f"| layer (cProfile self time; built-ins charged to callers) | floor µs/{unit} "
-        f"| dsh µs/{unit} | dsh - floor | dsh, scaled to its unprofiled CPU |",
-        "|---|---:|---:|---:|---:|",
+        f"| logged floor | dsh | dsh - floor | dsh, scaled to its unprofiled CPU |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     totals = {side: sum(profiled[side].values()) * 1e6 / units for side in profiled}
     # cProfile's cost per call inflates every layer; scaling dsh's layers to its real total
     # gives an estimate of their real size (rough: layers of many small calls inflate more).
-    scale = plain["dsh"].cpu * 1e6 / units / totals["dsh"] if totals["dsh"] else 0.0
+    scale = per_unit["dsh"] / totals["dsh"] if totals["dsh"] else 0.0
     for layer_name in order:
-        floor = profiled["floor"].get(layer_name, 0.0) * 1e6 / units
-        dsh = profiled["dsh"].get(layer_name, 0.0) * 1e6 / units
-        if floor or dsh:
+        floor, logged, dsh = (profiled[side].get(layer_name, 0.0) * 1e6 / units for side in plain)
+        if floor or logged or dsh:
             lines.append(
-                f"| {layer_name} | {floor:.1f} | {dsh:.1f} | {dsh - floor:+.1f} "
+                f"| {layer_name} | {floor:.1f} | {logged:.1f} | {dsh:.1f} | {dsh - floor:+.1f} "
                 f"| {dsh * scale:.2f} |"
             )
     lines.append(
-        f"| **total (profiled)** | {totals['floor']:.1f} | {totals['dsh']:.1f} | "
-        f"{totals['dsh'] - totals['floor']:+.1f} | {totals['dsh'] * scale:.2f} |"
+        f"| **total (profiled)** | {totals['floor']:.1f} | {totals['logged']:.1f} | "
+        f"{totals['dsh']:.1f} | {totals['dsh'] - totals['floor']:+.1f} | "
+        f"{totals['dsh'] * scale:.2f} |"
     )
     return "\n".join(lines)
 
@@ -161,8 +171,15 @@ def top_functions(measure: Callable[[str], run.Sample], limit: int) -> str:
 
 
 #: Frames of a sampled stack that mark work outside the measured section: imports, harness
-#: start, programming the server, building the expected text.
-SETUP_FRAMES = ("_find_and_load", "__aenter__", "program (", "delta_text", "urlopen")
+#: start, the warm-up turn, programming the server, building the expected text.
+SETUP_FRAMES = (
+    "_find_and_load",
+    "__aenter__",
+    "warm_up (",
+    "program (",
+    "delta_text",
+    "urlopen",
+)
 
 
 def sampled_layers(raw: str) -> tuple[dict[str, int], int]:
@@ -217,12 +234,85 @@ def spin(side: str, size: int, times: int, workload: str = "W1") -> None:
             server.close()
 
 
+#: Cachegrind's sizes (small, large) of each workload: the instructions of the large run less
+#: those of the small one, over the difference in size, are the cost of one more chunk (W1)
+#: or step (W2) without the process's start, imports and warm-up.
+CACHEGRIND_SIZES = {"W1": (2_000, 12_000), "W2": (50, 250)}
+
+
+def cachegrind_command(side: str, workload: str, size: int) -> list[str]:
+    """The command that counts the instructions of one :func:`spin` of ``side``."""
+    return [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        "--cachegrind-out-file=/dev/null",
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--spin",
+        side,
+        "--workload",
+        workload,
+        "--times",
+        "1",
+        "--chunks" if workload == "W1" else "--steps",
+        str(size),
+    ]
+
+
+def instructions(report: str) -> int:
+    """The instructions a cachegrind report (its standard error) counted."""
+    found = re.search(r"I\s+refs:\s+([\d,]+)", report)
+    if found is None:
+        raise RuntimeError(f"no instruction count in cachegrind's report:\n{report[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def counted(command: list[str]) -> int:
+    """Run ``command`` under cachegrind; the instructions it counted."""
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return instructions(done.stderr)
+
+
+def instruction_table(
+    count: Callable[[list[str]], int] = counted,
+    sizes: dict[str, tuple[int, int]] = CACHEGRIND_SIZES,
+) -> str:
+    """The Markdown table of instructions per chunk (W1) and per step (W2), per side, and
+    dsh's ratios to both floors. Instruction counts do not move with the machine's load; they
+    count the client process's user-space work only (not the kernel's: socket, write, fsync)."""
+    lines = [
+        "| instructions (cachegrind) | floor | logged floor | dsh | dsh ÷ floor "
+        "| dsh ÷ logged floor |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for workload, (small, large) in sizes.items():
+        unit = "chunk" if workload == "W1" else "step"
+        per = {
+            side: (
+                count(cachegrind_command(side, workload, large))
+                - count(cachegrind_command(side, workload, small))
+            )
+            / (large - small)
+            for side in run.SIDES
+        }
+        lines.append(
+            f"| {workload} per {unit} ({small:,} → {large:,} {unit}s) | {per['floor']:,.0f} "
+            f"| {per['logged']:,.0f} | {per['dsh']:,.0f} | {per['dsh'] / per['floor']:.2f}x "
+            f"| {per['dsh'] / per['logged']:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--top", type=int, default=25, help="list the dsh side's top functions")
-    parser.add_argument("--spin", choices=("floor", "dsh"), help="run --workload --times times")
+    parser.add_argument("--spin", choices=run.SIDES, help="run --workload --times times")
+    parser.add_argument(
+        "--cachegrind", action="store_true", help="instructions per chunk and step (valgrind)"
+    )
     parser.add_argument("--workload", choices=("W1", "W2"), default="W1", help="what --spin runs")
     parser.add_argument("--times", type=int, default=8)
     parser.add_argument("--spy", type=Path, help="a py-spy raw file of --spin to tabulate")
@@ -231,6 +321,12 @@ def main() -> None:
     if args.spin:
         size = args.chunks if args.workload == "W1" else args.steps
         spin(args.spin, size, args.times, args.workload)
+        return
+    if args.cachegrind:
+        if shutil.which("valgrind") is None:
+            raise SystemExit("--cachegrind needs valgrind")
+        print(f"# instructions — {run.machine()}\n")
+        print(instruction_table())
         return
     if args.spy:
         per_sample_us = 1e6 / args.rate / (args.chunks * args.times)

@@ -1,36 +1,55 @@
-"""The dsh benchmark suite: dsh against a floor client doing exactly the same work.
+"""The dsh benchmark suite: dsh against two floors, clients doing the same work as fast as
+Python allows.
 
 Run ``python bench/run.py`` (``--quick`` for small sizes, ``--scale`` for the scale curves).
-The mock server (``bench/fastmock.py``) runs in its own process on 127.0.0.1 and serves every
-answer from bytes encoded before the run, as fast as the socket takes them; it reports its own
-CPU time, and a run in which it was busy for more than half the client's wall time is flagged
-*server-bound* (the client then mostly waited, and the ratio says little). For every workload
-the floor — bare aiohttp, SSE lines split by hand, ``json.loads``, a plain tool loop over a list
-of dicts — and dsh run interleaved, several times; the table shows medians of the client
-process's wall time and CPU time, and both ratios dsh/floor. The CPU ratio is the headline: on a
-shared machine wall time also measures the neighbours.
 
-dsh runs in its default configuration: entry-point plugins (the DeepSeek adapter, JSONL
-persistence, retry, compaction, budgets, ...) plus a no-op ``dsh_agent_stream_chunk`` observer;
-only the built-in tool plugins are left out, so that both sides send the model the same one
-tool. Each side's clock runs from the first request to its client closed (for dsh: the harness
-closed, sessions flushed). Every run checks its output (the assembled text byte for byte, every
-tool call executed with the right arguments, the number of requests the server saw), so nothing
-wins by skipping work.
+**The sides.** Every workload runs three clients against the same mock server, interleaved,
+several times (medians; five by default):
 
-To take dsh's cost apart, ``--without persistence_jsonl,budgets`` leaves more plugins out on the
-dsh side (the header says so: such a run is a decomposition, not the benchmark), and
-``--agent-steps N`` gives W4's agents N tool steps instead of 5 (1 and 9 separate what an agent
-costs once from what each step costs).
+- the **floor**: what a careful engineer writes by hand — aiohttp, the request body encoded
+  with ``orjson``, the response read in blocks (``response.content.iter_any()``) and split into
+  SSE lines by hand, each payload decoded with ``orjson.loads`` (the decoder dsh's adapters
+  use: the same on both sides), a plain tool loop over a list of dicts (:func:`floor_call`,
+  :func:`floor_tool_loop`);
+- the **logged floor**: the floor plus the least dsh's persistence promise costs — every parsed
+  chunk kept in memory with its time, beside the messages, the tool calls and their results;
+  each kept event encoded (orjson) as one JSON line; what is new written at each checkpoint
+  (before each request, before each tool call, at the end of the turn); the file fsynced at the
+  end of the turn (:class:`JsonLines`);
+- **dsh** as users run it: every entry-point plugin loaded — permissions, budgets, compaction,
+  retry, JSONL persistence, otel, the file and shell tools, ... — with the host's echo tool and
+  a no-op ``dsh_agent_stream_chunk`` observer (a host that shows the stream has one). The
+  tools the floor does not offer are left out of the request (``AgentOptions(tools=...)``),
+  not out of the harness.
 
-Workloads: W1 one reply of 20,000 deltas; W2 one agent, 200 sequential tool steps; W3 a fresh
-process from spawn to the first streamed token; W4 100 and 1,000 concurrent agents of 5 tool
-steps each (wall time, CPU time, peak memory, memory held per agent). W3 and W4 also run a
-reference side, the least any harness that meets their requirements does besides the floor's
-work: for W3 the floor after importing dsh's stack (attrs, cattrs, structlog, pluggy, orjson)
-and discovering the ``dsh`` entry points (:data:`FIRST_TOKEN_STACK`); for W4 the floor keeping
-every event and persisting it as JSON lines, durable at the end of the turn
-(:class:`JsonLines`). Its line says what it costs against the floor, and dsh against it.
+**The clocks.** W1, W2 and W4 measure the work, not the start: each side imports what it needs
+and makes a first request (a one-step tool turn) on the client it is measured with before its
+clock starts — the floor on its aiohttp session, dsh on its started harness — so no side pays
+imports, connection set-up, thread-pool creation or any other first-use cost inside the clock.
+Each clock starts after a full garbage collection and runs from the first measured request to
+the client closed (for dsh: the harness closed, its sessions flushed). W3 is the opposite: a
+fresh process per run, from spawn to the first streamed token, so each side pays all its own
+imports and first-request costs there.
+
+**The figures.** For each side the client process's wall time and CPU time (all its threads);
+dsh's ratio to the floor and to the logged floor, for both. **The CPU ratio is the headline**:
+on a shared machine wall time also measures the neighbours. The mock server
+(``bench/fastmock.py``) runs in its own process and serves answers encoded before the run; it
+reports its own CPU time, and a row where it was busy for more than half of a side's wall time
+is flagged *server-bound* (the client then mostly waited). Every run checks its output (the
+text byte for byte, every tool call executed with the right arguments, the requests the server
+saw, the logged floor's lines on disk), so nothing wins by skipping work.
+
+Workloads: W1 one reply of 20,000 deltas; W2 one agent, 200 sequential tool steps, and the same
+at 2,000 steps for its growth (dsh's extra CPU per step over the floor at 2,000 steps ÷ at
+200); W3 a fresh process from spawn to the first streamed token (with a fourth side, the floor
+after importing dsh's stack, :data:`FIRST_TOKEN_STACK`); W4 100 and 1,000 concurrent agents of
+5 tool steps each, each side in a fresh process (wall and CPU time, peak memory, memory held
+per agent, the garbage collector's share).
+
+To take dsh's cost apart, ``--without persistence_jsonl,budgets`` leaves plugins out on the dsh
+side (the header says so: such a run is a decomposition, not the benchmark), and
+``--agent-steps N`` gives W4's agents N tool steps instead of 5.
 """
 
 from __future__ import annotations
@@ -43,6 +62,7 @@ import gc
 import json
 import os
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -53,7 +73,8 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -62,11 +83,21 @@ from attrs import field, frozen
 MODEL = "deepseek-v4-flash"
 ROOT = Path(__file__).resolve().parent.parent
 FASTMOCK = Path(__file__).resolve().parent / "fastmock.py"
-#: A run whose server was busy longer than this share of the client's wall time is server-bound.
+#: A run whose server was busy longer than this share of a side's wall time is server-bound.
 SERVER_BOUND = 0.5
+#: The sides of W1, W2 and W4, in the order they run: the floor, the logged floor, dsh.
+SIDES = ("floor", "logged", "dsh")
 
 
 # -- the mock server, in its own process ----------------------------------------------------
+
+
+def program(url: str, spec: dict[str, Any]) -> None:
+    """Have the mock server at ``url`` encode the answers ``spec`` names (outside every
+    clock: a blocking call)."""
+    request = urllib.request.Request(f"{url}/bench/program", json.dumps(spec).encode())
+    request.add_header("Content-Type", "application/json")
+    urllib.request.urlopen(request, timeout=300).close()
 
 
 @frozen
@@ -97,14 +128,9 @@ class FastServer:
             raise RuntimeError("the benchmark mock server did not start")
         self.url = f"http://127.0.0.1:{line[1]}"
 
-    def _post(self, path: str, payload: Any) -> None:
-        request = urllib.request.Request(f"{self.url}{path}", json.dumps(payload).encode())
-        request.add_header("Content-Type", "application/json")
-        urllib.request.urlopen(request, timeout=120).close()
-
     def program(self, spec: dict[str, Any]) -> None:
         """Encode the answers for the next run (outside every clock)."""
-        self._post("/bench/program", spec)
+        program(self.url, spec)
 
     def stats(self) -> tuple[int, float]:
         """Requests served so far and the server's CPU seconds."""
@@ -237,16 +263,24 @@ class Collections:
 
 # -- the floor client -------------------------------------------------------------------------
 
+#: The floor's request headers (its body is encoded with orjson, as dsh's adapter encodes its).
+HEADERS = {"Authorization": "Bearer bench", "Content-Type": "application/json"}
+
 
 async def floor_call(
     session: aiohttp.ClientSession,
     url: str,
     messages: list[dict[str, Any]],
     tools: bool,
-    kept: list[Any] | None = None,
+    keep: Callable[[str, Any], None] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
-    """One streamed chat completion: the text and the tool calls, SSE split by hand. Each
-    parsed chunk is appended to ``kept`` (with its time) when one is given."""
+    """One streamed chat completion: the text and the tool calls. The body is read in blocks,
+    as they arrive, and split into lines by hand; each ``data:`` payload is decoded by
+    ``orjson.loads`` straight from its bytes. With ``keep`` (the logged floor's
+    :meth:`JsonLines.keep`), what each parsed chunk says is kept: the delta as parsed (text or
+    tool-call fragments), and the finish reason and the usage when the chunk has them. The
+    rest of a chunk (the id, model and fingerprint every chunk repeats) is not kept; dsh keeps
+    no more."""
     body: dict[str, Any] = {
         "model": MODEL,
         "messages": messages,
@@ -258,27 +292,43 @@ async def floor_call(
         body["tools"] = [ECHO_SCHEMA]
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
-    headers = {"Authorization": "Bearer bench"}
-    async with session.post(f"{url}/chat/completions", json=body, headers=headers) as response:
-        async for line in response.content:
-            if not line.startswith(b"data: "):
-                continue
-            data = line[6:].strip()
-            if data == b"[DONE]":
+    loads = orjson.loads
+    pending = b""
+    done = False
+    request = session.post(f"{url}/chat/completions", data=orjson.dumps(body), headers=HEADERS)
+    async with request as response:
+        response.raise_for_status()
+        async for block in response.content.iter_any():
+            lines = (pending + block if pending else block).split(b"\n")
+            pending = lines.pop()  # the unfinished line, if the block ended inside one
+            for line in lines:
+                if line[:6] != b"data: ":
+                    continue  # the blank line between events, a comment
+                if line.startswith(b"[DONE]", 6):
+                    done = True
+                    break
+                chunk = loads(line[6:])
+                for choice in chunk["choices"]:
+                    delta = choice.get("delta") or {}
+                    if keep is not None:
+                        keep("chunk", delta)
+                        if choice.get("finish_reason"):
+                            keep("finish", choice["finish_reason"])
+                    content = delta.get("content")
+                    if content:
+                        text.append(content)
+                    for fragment in delta.get("tool_calls") or ():
+                        call = calls.get(fragment["index"])
+                        if call is None:
+                            call = calls[fragment["index"]] = {"id": "", "name": "", "args": ""}
+                        call["id"] = fragment.get("id") or call["id"]
+                        function = fragment.get("function") or {}
+                        call["name"] = function.get("name") or call["name"]
+                        call["args"] += function.get("arguments") or ""
+                if keep is not None and chunk.get("usage"):
+                    keep("usage", chunk["usage"])
+            if done:
                 break
-            chunk = json.loads(data)
-            if kept is not None:
-                kept.append((time.time(), "chunk", chunk))
-            for choice in chunk["choices"]:
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    text.append(delta["content"])
-                for fragment in delta.get("tool_calls") or ():
-                    call = calls.setdefault(fragment["index"], {"id": "", "name": "", "args": ""})
-                    call["id"] = fragment.get("id") or call["id"]
-                    function = fragment.get("function") or {}
-                    call["name"] = function.get("name") or call["name"]
-                    call["args"] += function.get("arguments") or ""
     return "".join(text), [calls[i] for i in sorted(calls)]
 
 
@@ -287,21 +337,23 @@ async def floor_tool_loop(
     url: str,
     executed: list[str],
     log: JsonLines | None = None,
+    tools: bool = True,
 ) -> str:
-    """A plain agent loop over a list of dicts: call, run the tools, repeat. With a ``log``, the
-    least a loop does that keeps and persists what happened (:class:`JsonLines`)."""
+    """A plain agent loop over a list of dicts: call, run the tools, repeat (``tools=False``:
+    no tool is offered, one call). With a ``log``, the logged floor: every event kept and
+    persisted at each checkpoint (:class:`JsonLines`)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
-    kept = None if log is None else log.events
-    if kept is not None:
-        kept.append((time.time(), "user", messages[0]))
+    keep = None if log is None else log.keep
+    if keep is not None:
+        keep("user", messages[0])
     while True:
         if log is not None:
-            log.write()  # before the request
-        text, calls = await floor_call(session, url, messages, tools=True, kept=kept)
+            log.write()  # checkpoint: before the request
+        text, calls = await floor_call(session, url, messages, tools, keep)
         if not calls:
             if log is not None:
-                log.events.append((time.time(), "answer", text))
-                log.write()
+                log.keep("answer", {"role": "assistant", "content": text})
+                log.write()  # checkpoint: the end of the turn
                 await asyncio.to_thread(log.close)  # durable at the end of the turn
             return text
         message = {
@@ -317,49 +369,53 @@ async def floor_tool_loop(
             ],
         }
         messages.append(message)
-        if log is not None:
-            log.events.append((time.time(), "assistant", message))
-            log.write()  # before the tool calls
+        if keep is not None:
+            keep("assistant", message)
         for call in calls:
-            result = echo_text(json.loads(call["args"])["text"])
+            if log is not None:
+                log.keep("tool_call", call)
+                log.write()  # checkpoint: before the tool call
+            result = echo_text(orjson.loads(call["args"])["text"])
             executed.append(result)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-            if kept is not None:
-                kept.append((time.time(), "tool", messages[-1]))
+            if keep is not None:
+                keep("tool", messages[-1])
 
 
 class JsonLines:
-    """The least W4's requirements make any harness do besides the floor's work, for one agent:
-    every parsed chunk kept in memory with its time, beside the messages; what is new written
-    to the agent's file as JSON lines (orjson) before each request and before each tool call;
-    at the end of the turn the file, and its new directory entry, made durable (in a worker
-    thread). A lower bound, not a rival: it has no hooks, no assembly, no typed events, no
-    writer lock and nothing to resume from."""
+    """The logged floor's log of one turn: the least dsh's persistence promise makes any
+    harness do besides the floor's work. Every event kept in memory with its time
+    (:meth:`keep`: what each parsed chunk says, see :func:`floor_call`; the messages, the tool
+    calls and their results) and encoded (orjson) as one JSON line as it is kept; what is new
+    written to the turn's file at each checkpoint (:meth:`write`: before each request, before
+    each tool call, at the end of the turn); at the end of the turn the file, and its new
+    directory entry, made durable (:meth:`close`, in a worker thread). Encoding each event as
+    it comes into one growing buffer costs ~0.4 µs an event; encoding a checkpoint's events at
+    once, ~2.5 µs (20,000 short-lived objects at a time, and their memory). A lower bound, not
+    a rival: no hooks, no assembly, no typed events, no writer lock, nothing to resume from."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.events: list[tuple[float, str, Any]] = []
+        self._pending = bytearray()
         self._fd: int | None = None
-        self._written = 0
+
+    def keep(self, kind: str, data: Any) -> None:
+        """Keep one event, with its time, and encode its line."""
+        at = time.time()
+        line = {"seq": len(self.events), "time": at, "type": kind, "data": data}
+        self._pending += orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
+        self.events.append((at, kind, data))
 
     def write(self) -> None:
-        new = self.events[self._written :]
-        if not new:
+        """A checkpoint: the lines not yet written, written (the file made at the first)."""
+        if not self._pending:
             return
         if self._fd is None:
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
             self._fd = os.open(self.path, flags, 0o600)
-        os.write(
-            self._fd,
-            b"".join(
-                orjson.dumps(
-                    {"seq": seq, "time": at, "type": kind, "data": data},
-                    option=orjson.OPT_APPEND_NEWLINE,
-                )
-                for seq, (at, kind, data) in enumerate(new, self._written)
-            ),
-        )
-        self._written = len(self.events)
+        os.write(self._fd, self._pending)
+        self._pending.clear()
 
     def persisted(self) -> int:
         """How many event lines the file holds."""
@@ -420,9 +476,10 @@ class Bench:
         return None
 
 
-#: The built-in tool plugins would offer the model eight more tools than the floor client sends;
-#: the same request on both sides means the same tools. Everything else stays in.
-NOT_BENCHED = ("tools_fs", "tools_shell", "permissions")
+#: The plugins the benchmark itself leaves out of dsh: none. Every entry-point plugin loads, as
+#: when a user runs dsh; the tools the floor does not offer are left out of the request only
+#: (:func:`dsh_options`).
+NOT_BENCHED: tuple[str, ...] = ()
 #: Where ``--without`` puts the plugins it leaves out, for this process and the ones it spawns.
 WITHOUT_ENV = "DSH_BENCH_WITHOUT"
 
@@ -440,10 +497,12 @@ def dsh_harness(url: str, bench: Bench) -> Any:
     return Harness(plugins=[bench], config=config, disabled=bench_disabled())
 
 
-def dsh_options() -> Any:
+def dsh_options(tools: bool = True) -> Any:
+    """The agent's options: the floor's one tool offered (``tools=False``: none, as the floor
+    offers none in W1); the other registered tools stay in the harness, out of the request."""
     from dsh import AgentOptions
 
-    return AgentOptions(model=MODEL, thinking=False)
+    return AgentOptions(model=MODEL, thinking=False, tools=("echo",) if tools else ())
 
 
 def assistant_text(agent: Any) -> str:
@@ -454,6 +513,140 @@ def assistant_text(agent: Any) -> str:
     return text_of(last.data.content)
 
 
+# -- the clients the workloads drive --------------------------------------------------------
+
+
+class Client(Protocol):
+    """One side of a run: a client that runs agent turns against the mock server."""
+
+    executed: list[str]
+
+    async def turn(self, name: str, tools: bool = True) -> str:
+        """One agent's turn to its answer (its tools run); the answer's text."""
+
+    async def close(self) -> None:
+        """Close the client (and, for dsh, flush its sessions); idempotent."""
+
+
+class FloorClient:
+    """The floor's side (``logs=None``) or the logged floor's (one JSON-lines file per turn
+    under ``logs``): one aiohttp session, connections kept alive, no connection limit."""
+
+    def __init__(self, url: str, logs: Path | None = None) -> None:
+        self.url = url
+        self.logs = logs
+        self.executed: list[str] = []
+        #: The logged floor's logs, one per turn, kept (what it keeps is part of its memory).
+        self.kept: list[JsonLines] = []
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def turn(self, name: str, tools: bool = True) -> str:
+        log = None
+        if self.logs is not None:
+            log = JsonLines(self.logs / f"{name}.jsonl")
+            self.kept.append(log)
+        return await floor_tool_loop(self.session, self.url, self.executed, log, tools)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+class DshClient:
+    """dsh's side: a harness with every entry-point plugin (less ``--without``'s), started."""
+
+    def __init__(self, url: str) -> None:
+        self.bench = Bench()
+        self.executed = self.bench.executed
+        self.harness = dsh_harness(url, self.bench)
+
+    async def turn(self, name: str, tools: bool = True) -> str:
+        agent = self.harness.agent_loop.create(name, dsh_options(tools))
+        agent.send("go")
+        await agent.wait_idle()
+        return assistant_text(agent)
+
+    async def close(self) -> None:
+        await self.harness.close()  # idempotent
+
+
+class Opened:
+    """``async with Opened(side, url, logs) as client``: the side's client, started (dsh's
+    harness loaded and started), closed on the way out unless the run closed it already."""
+
+    def __init__(self, side: str, url: str, logs: Path) -> None:
+        self.side, self.url, self.logs = side, url, logs
+        self.client: FloorClient | DshClient | None = None
+
+    async def __aenter__(self) -> FloorClient | DshClient:
+        if self.side == "dsh":
+            client = DshClient(self.url)
+            await client.harness.start()
+            self.client = client
+            return client
+        check(self.side in ("floor", "logged"), f"unknown side {self.side!r}")
+        self.client = FloorClient(self.url, self.logs if self.side == "logged" else None)
+        return self.client
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.client is not None:
+            await self.client.close()
+
+
+#: The warm-up turn's program: one tool step and the answer (two requests).
+WARM_UP = {"name": "tool-loop", "steps": 1}
+
+
+async def warm_up(client: Client, steps: int = 1) -> None:
+    """One turn of ``steps`` tool steps before the clock, on the client about to be measured:
+    its imports, its connection, its first-use work (the worker thread of the logged floor's
+    fsync, dsh's lazily built codecs and validators) are paid outside the clock."""
+    text = await client.turn("warm-up")
+    check(text == f"finished after {steps} steps", f"warm-up: wrong answer {text!r}")
+    client.executed.clear()
+
+
+@contextmanager
+def log_directory() -> Iterator[Path]:
+    """A fresh directory for the logged floor's files, beside dsh's sessions
+    (``XDG_DATA_HOME``: the same file system), removed afterwards."""
+    directory = Path(tempfile.mkdtemp(prefix="floor-", dir=os.environ.get("XDG_DATA_HOME")))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def timed(
+    side: str,
+    server: FastServer,
+    spec: dict[str, Any],
+    requests: int,
+    work: Callable[[Client], Awaitable[str]],
+) -> tuple[str, list[str], Sample]:
+    """One side's run of ``work``: the client opened and warmed up, ``spec`` programmed, then
+    the clock from the first request to the client closed. The answer, the tools executed,
+    the sample; the server must have seen ``requests`` requests."""
+    with log_directory() as logs:
+        async with Opened(side, server.url, logs) as client:
+            server.program(WARM_UP)
+            await warm_up(client)
+            server.program(spec)
+            with server.watch(requests, f"{spec['name']} {side}") as spent:
+                clock = Clock()
+                text = await work(client)
+                await client.close()
+                wall, cpu = clock.stop()
+            if isinstance(client, FloorClient):
+                for log in client.kept:
+                    check(log.persisted() == len(log.events), f"{side}: events not persisted")
+    return text, client.executed, Sample(wall, cpu, spent[0])
+
+
 # -- workloads ------------------------------------------------------------------------------
 
 
@@ -461,63 +654,80 @@ async def w1(side: str, server: FastServer, chunks: int) -> Sample:
     from dsh.testing.mockserver.catalogue import delta_text
 
     expected = delta_text(chunks)
-    server.program({"name": "deltas", "chunks": chunks})
-    with server.watch(1, f"W1 {side}") as spent:
-        if side == "floor":
-            async with aiohttp.ClientSession() as session:
-                clock = Clock()
-                text, _ = await floor_call(
-                    session, server.url, [{"role": "user", "content": "go"}], False
-                )
-        else:
-            async with dsh_harness(server.url, Bench()) as h:
-                clock = Clock()
-                agent = h.agent_loop.create("w1", dsh_options())
-                agent.send("go")
-                await agent.wait_idle()
-            text = assistant_text(agent)
-        wall, cpu = clock.stop()
+    spec = {"name": "deltas", "chunks": chunks}
+    text, _, sample = await timed(
+        side, server, spec, 1, lambda client: client.turn("w1", tools=False)
+    )
     check(text == expected, f"W1 {side}: the assembled text differs")
-    return Sample(wall, cpu, spent[0])
+    return sample
 
 
 async def w2(side: str, server: FastServer, steps: int) -> Sample:
-    server.program({"name": "tool-loop", "steps": steps})
-    with server.watch(steps + 1, f"W2 {side}") as spent:
-        if side == "floor":
-            executed: list[str] = []
-            async with aiohttp.ClientSession() as session:
-                clock = Clock()
-                text = await floor_tool_loop(session, server.url, executed)
-        else:
-            bench = Bench()
-            async with dsh_harness(server.url, bench) as h:
-                clock = Clock()
-                agent = h.agent_loop.create("w2", dsh_options())
-                agent.send("go")
-                await agent.wait_idle()
-            text = assistant_text(agent)
-            executed = bench.executed
-        wall, cpu = clock.stop()
+    spec = {"name": "tool-loop", "steps": steps}
+    text, executed, sample = await timed(
+        side, server, spec, steps + 1, lambda client: client.turn("w2")
+    )
     check(text == f"finished after {steps} steps", f"W2 {side}: wrong final answer {text!r}")
     check(executed == [echo_text(f"step {i}") for i in range(steps)], f"W2 {side}: tool calls")
-    return Sample(wall, cpu, spent[0])
+    return sample
 
 
+#: W3's floor: its imports, one request, the body read in blocks and split by hand, orjson.
 FIRST_TOKEN_FLOOR = """
-import asyncio, json, sys, time, aiohttp
+import asyncio, sys, time, aiohttp, orjson
 async def main():
     body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "go"}],
             "stream": True, "thinking": {"type": "disabled"}}
+    headers = {"Authorization": "Bearer bench", "Content-Type": "application/json"}
     async with aiohttp.ClientSession() as s:
-        async with s.post(sys.argv[1] + "/chat/completions", json=body,
-                          headers={"Authorization": "Bearer bench"}) as r:
-            async for line in r.content:
-                if not line.startswith(b"data: "):
-                    continue
-                if json.loads(line[6:])["choices"][0]["delta"].get("content"):
-                    print("FIRST", time.process_time(), flush=True)
-                    return
+        async with s.post(sys.argv[1] + "/chat/completions", data=orjson.dumps(body),
+                          headers=headers) as r:
+            pending = b""
+            async for block in r.content.iter_any():
+                lines = (pending + block).split(b"\\n")
+                pending = lines.pop()
+                for line in lines:
+                    if line[:6] != b"data: " or line.startswith(b"[DONE]", 6):
+                        continue
+                    if orjson.loads(line[6:])["choices"][0]["delta"].get("content"):
+                        print("FIRST", time.process_time(), flush=True)
+                        return
+asyncio.run(main())
+"""
+
+#: W3's logged floor: the floor, with the user message kept and written to a new file as a JSON
+#: line before the request, and every chunk's delta kept with its time.
+FIRST_TOKEN_LOGGED = """
+import asyncio, os, sys, time, aiohttp, orjson
+def line(seq, at, kind, data):
+    return orjson.dumps({"seq": seq, "time": at, "type": kind, "data": data},
+                        option=orjson.OPT_APPEND_NEWLINE)
+async def main():
+    message = {"role": "user", "content": "go"}
+    events = [(time.time(), "user", message)]
+    path = os.path.join(os.environ["XDG_DATA_HOME"], f"w3-{os.getpid()}.jsonl")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.write(fd, line(0, *events[0]))
+    body = {"model": "deepseek-v4-flash", "messages": [message],
+            "stream": True, "thinking": {"type": "disabled"}}
+    headers = {"Authorization": "Bearer bench", "Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as s:
+        async with s.post(sys.argv[1] + "/chat/completions", data=orjson.dumps(body),
+                          headers=headers) as r:
+            pending = b""
+            async for block in r.content.iter_any():
+                lines = (pending + block).split(b"\\n")
+                pending = lines.pop()
+                for raw in lines:
+                    if raw[:6] != b"data: " or raw.startswith(b"[DONE]", 6):
+                        continue
+                    delta = orjson.loads(raw[6:])["choices"][0]["delta"]
+                    events.append((time.time(), "chunk", delta))
+                    if delta.get("content"):
+                        print("FIRST", time.process_time(), flush=True)
+                        os.close(fd)
+                        os.unlink(path)
+                        return
 asyncio.run(main())
 """
 
@@ -534,9 +744,10 @@ class First:
 async def main():
     first = First()
     config = {"llm_deepseek": {"base_url": sys.argv[1], "api_key": "bench"}}
-    disabled = sys.argv[2].split(",")  # the parent's bench_disabled()
+    disabled = [name for name in sys.argv[2].split(",") if name]  # the parent's bench_disabled()
+    options = AgentOptions(model="deepseek-v4-flash", thinking=False, tools=())
     async with Harness(plugins=[first], config=config, disabled=disabled) as h:
-        agent = h.agent_loop.create("w3", AgentOptions(model="deepseek-v4-flash", thinking=False))
+        agent = h.agent_loop.create("w3", options)
         agent.send("go")
         await first.seen.wait()
         os._exit(0)
@@ -544,15 +755,22 @@ asyncio.run(main())
 """
 
 
-#: W3's third side: the floor, after importing the stack dsh is built on (attrs, cattrs,
-#: structlog, pluggy, orjson) and discovering the ``dsh`` entry points, as any harness on that
-#: stack that finds its plugins by entry point does before its first request.
+#: W3's fourth side: the floor, after importing the stack dsh is built on (attrs, cattrs,
+#: structlog, pluggy) and discovering the ``dsh`` entry points, as any harness on that stack
+#: that finds its plugins by entry point does before its first request.
 FIRST_TOKEN_STACK = (
-    "import attrs, cattrs, structlog, pluggy, orjson, importlib.metadata\n"
+    "import attrs, cattrs, structlog, pluggy, importlib.metadata\n"
     "importlib.metadata.entry_points(group='dsh')" + FIRST_TOKEN_FLOOR
 )
 #: What each side of W3 runs in its child process.
-FIRST_TOKEN = {"floor": FIRST_TOKEN_FLOOR, "stack": FIRST_TOKEN_STACK, "dsh": FIRST_TOKEN_DSH}
+FIRST_TOKEN = {
+    "floor": FIRST_TOKEN_FLOOR,
+    "logged": FIRST_TOKEN_LOGGED,
+    "stack": FIRST_TOKEN_STACK,
+    "dsh": FIRST_TOKEN_DSH,
+}
+#: W3's sides, in the order they run.
+W3_SIDES = ("floor", "logged", "stack", "dsh")
 
 
 def compile_bytecode() -> None:
@@ -621,47 +839,28 @@ async def _measured(
 
 
 async def w4_run(side: str, url: str, agents: int, steps: int) -> dict[str, float]:
-    """One W4 measurement, in this (fresh) process: wall and CPU time, peak memory, memory held
-    per agent (resident memory with every agent done but still alive, minus before), the CPU
-    time the garbage collector took and how many full collections ran while the clock ran, and
-    how many more objects the collector tracks per agent (counted with every agent done but
-    still alive; the count is not timed)."""
-    with Collections() as collections, tempfile.TemporaryDirectory() as directory:
-        if side in ("floor", "logged"):
-            executed: list[str] = []
-            logs = [
-                JsonLines(Path(directory, f"w4-{i}.jsonl")) if side == "logged" else None
-                for i in range(agents)
-            ]
-            connector = aiohttp.TCPConnector(limit=0)
-            async with aiohttp.ClientSession(connector=connector) as session:
-                clock, texts, held_kb, tracked = await _measured(
-                    lambda: asyncio.gather(
-                        *(floor_tool_loop(session, url, executed, log) for log in logs)
-                    ),
-                    collections,
-                )
-            wall, cpu = clock.stop()
-            persisted = [log.persisted() for log in logs if log is not None]
-            check(persisted == [len(log.events) for log in logs if log is not None], "W4 log")
-        else:
-            bench = Bench()
-            async with dsh_harness(url, bench) as h:
+    """One W4 measurement, in this (fresh) process, after a warm-up turn of one agent: wall and
+    CPU time, peak memory, memory held per agent (resident memory with every agent done but
+    still alive — dsh's agents in their harness, the logged floor's logs — minus before), the
+    CPU time the garbage collector took and how many full collections ran while the clock
+    ran, and how many more objects the collector tracks per agent (counted with every agent
+    done but still alive; the count is not timed)."""
+    with Collections() as collections, log_directory() as logs:
+        async with Opened(side, url, logs) as client:
+            await warm_up(client, steps)
 
-                async def run_agents() -> list[Any]:
-                    created = [h.agent_loop.create(f"w4-{i}", dsh_options()) for i in range(agents)]
-                    for agent in created:
-                        agent.send("go")
-                    await asyncio.gather(*(agent.wait_idle() for agent in created))
-                    return created
+            async def run_agents() -> list[str]:
+                return list(await asyncio.gather(*(client.turn(f"w4-{i}") for i in range(agents))))
 
-                clock, created, held_kb, tracked = await _measured(run_agents, collections)
-                texts = [assistant_text(agent) for agent in created]
+            clock, texts, held_kb, tracked = await _measured(run_agents, collections)
+            await client.close()
             wall, cpu = clock.stop()
-            executed = bench.executed
+            if isinstance(client, FloorClient):
+                persisted = [log.persisted() for log in client.kept]
+                check(persisted == [len(log.events) for log in client.kept], "W4 log")
         gc_cpu, full = collections.cpu, collections.full
-    check(list(texts) == [f"finished after {steps} steps"] * agents, f"W4 {side}: final answers")
-    check(len(executed) == agents * steps, f"W4 {side}: tool calls executed")
+    check(texts == [f"finished after {steps} steps"] * agents, f"W4 {side}: final answers")
+    check(len(client.executed) == agents * steps, f"W4 {side}: tool calls executed")
     return {
         "wall": wall,
         "cpu": cpu,
@@ -676,8 +875,10 @@ async def w4_run(side: str, url: str, agents: int, steps: int) -> dict[str, floa
 def w4(
     side: str, server: FastServer, agents: int, steps: int, env: dict[str, str]
 ) -> dict[str, float]:
+    """One W4 run of ``side`` in a fresh process: one agent's warm-up turn, then ``agents``
+    agents at once."""
     server.program({"name": "tool-loop", "steps": steps})
-    with server.watch(agents * (steps + 1), f"W4 {side}") as spent:
+    with server.watch((agents + 1) * (steps + 1), f"W4 {side}") as spent:
         out = subprocess.run(
             [sys.executable, __file__, "--w4-child", side, server.url, str(agents), str(steps)],
             capture_output=True,
@@ -700,25 +901,31 @@ def check(condition: bool, message: str) -> None:
 
 @frozen
 class Medians:
-    """The medians of several interleaved runs of both sides, and the load around them."""
+    """The medians of several interleaved runs of each side, and the load after them."""
 
-    floor: Sample
-    dsh: Sample
+    samples: dict[str, Sample]
     load: float
-    #: The medians of other sides run between them (W3's ``stack``), by side.
-    others: dict[str, Sample] = field(factory=dict)
+    #: Each side's lowest and highest CPU seconds over the runs.
+    spread: dict[str, tuple[float, float]] = field(factory=dict)
 
     @property
-    def cpu_ratio(self) -> float:
-        return self.dsh.cpu / self.floor.cpu
+    def floor(self) -> Sample:
+        return self.samples["floor"]
 
     @property
-    def wall_ratio(self) -> float:
-        return self.dsh.wall / self.floor.wall
+    def dsh(self) -> Sample:
+        return self.samples["dsh"]
+
+    def cpu_ratio(self, base: str = "floor") -> float:
+        """dsh's CPU time as a multiple of ``base``'s (``floor`` or ``logged``)."""
+        return self.dsh.cpu / self.samples[base].cpu
+
+    def wall_ratio(self, base: str = "floor") -> float:
+        return self.dsh.wall / self.samples[base].wall
 
     @property
     def server_bound(self) -> bool:
-        return max(self.floor.server_share, self.dsh.server_share) > SERVER_BOUND
+        return max(s.server_share for s in self.samples.values()) > SERVER_BOUND
 
 
 def median_sample(samples: Sequence[Sample]) -> Sample:
@@ -729,53 +936,129 @@ def median_sample(samples: Sequence[Sample]) -> Sample:
     )
 
 
-def interleaved(runs: int, measure: Callable[[str], Sample], others: Sequence[str] = ()) -> Medians:
-    """``runs`` runs of each side, floor, ``others`` and dsh alternating; the medians."""
-    samples: dict[str, list[Sample]] = {side: [] for side in ("floor", *others, "dsh")}
+def interleaved(
+    runs: int, measure: Callable[[str], Sample], sides: Sequence[str] = SIDES
+) -> Medians:
+    """``runs`` rounds of one run of each of ``sides`` in turn (the floor first, dsh last);
+    the medians."""
+    samples: dict[str, list[Sample]] = {side: [] for side in sides}
     for _ in range(runs):
         for side, taken in samples.items():
             taken.append(measure(side))
     medians = {side: median_sample(taken) for side, taken in samples.items()}
-    floor, dsh = medians.pop("floor"), medians.pop("dsh")
-    return Medians(floor, dsh, os.getloadavg()[0], medians)
+    return Medians(medians, os.getloadavg()[0], cpu_spread(samples))
+
+
+def cpu_spread(samples: dict[str, list[Sample]]) -> dict[str, tuple[float, float]]:
+    """Each side's lowest and highest CPU seconds."""
+    return {
+        side: (min(s.cpu for s in taken), max(s.cpu for s in taken))
+        for side, taken in samples.items()
+    }
+
+
+def spread_line(m: Medians) -> str:
+    """The range of each side's CPU seconds over the runs (how far a median can be trusted)."""
+    ranges = ", ".join(f"{side} {low:.3f} to {high:.3f}s" for side, (low, high) in m.spread.items())
+    return f"{'   CPU, lowest to highest run':<34} {ranges}"
 
 
 def reference(label: str, cpu: float, m: Medians) -> str:
-    """The line of a reference side: its CPU, as a multiple of the floor's, and dsh's as a
-    multiple of it."""
+    """The line of another reference side: its CPU, as a multiple of the floor's, and dsh's
+    as a multiple of it."""
     return (
-        f"{label:<34} {cpu:>9.3f}s CPU: {cpu / m.floor.cpu:.2f}x the floor; "
+        f"{label:<34} {cpu:>7.3f}s CPU: {cpu / m.floor.cpu:.2f}x the floor; "
         f"dsh {m.dsh.cpu / cpu:.2f}x it"
     )
 
 
+#: The columns of one measure (CPU or wall): each side's seconds, then dsh ÷ each floor.
+COLUMNS = f"{'floor':>7} {'logged':>7} {'dsh':>7} {'÷floor':>7} {'÷logged':>8}"
+
+
 def header() -> str:
     return (
-        f"{'workload':<34} {'wall floor':>10} {'dsh':>8} {'ratio':>6}   "
-        f"{'cpu floor':>9} {'dsh':>8} {'ratio':>6}   {'server busy f/d':>15}  {'load':>4}"
+        f"{'':<34} {'------------- CPU time --------------':<39}   "
+        f"{'------------- wall time -------------':<39}\n"
+        f"{'workload':<34} {COLUMNS}   {COLUMNS}   {'busy':>4} {'load':>4}  CPU target"
     )
 
 
-def row(name: str, m: Medians, target: str) -> str:
-    busy = f"{m.floor.server_share:>6.0%} /{m.dsh.server_share:>5.0%}"
+def _measure(m: Medians, kind: str) -> str:
+    """The columns of one measure (``cpu`` or ``wall``) of a row."""
+    seconds = {side: getattr(sample, kind) for side, sample in m.samples.items()}
+    logged = seconds.get("logged")
+
+    def ratio(base: float | None) -> str:
+        return f"{seconds['dsh'] / base:>6.2f}x" if base else f"{'—':>7}"
+
+    return (
+        f"{seconds['floor']:>6.3f}s "
+        + (f"{logged:>6.3f}s " if logged is not None else f"{'—':>7} ")
+        + f"{seconds['dsh']:>6.3f}s {ratio(seconds['floor'])} {ratio(logged):>8}"
+    )
+
+
+def row(name: str, m: Medians, target: float) -> str:
+    """One workload's line: CPU and wall time per side and dsh's ratios to both floors, the
+    server's busiest share, the load, and whether dsh ÷ the floor (CPU) meets ``target``."""
+    busy = max(s.server_share for s in m.samples.values())
+    met = "met" if m.cpu_ratio() <= target else "not met"
     flag = "  SERVER-BOUND" if m.server_bound else ""
     return (
-        f"{name:<34} {m.floor.wall:>9.3f}s {m.dsh.wall:>7.3f}s {m.wall_ratio:>5.2f}x   "
-        f"{m.floor.cpu:>8.3f}s {m.dsh.cpu:>7.3f}s {m.cpu_ratio:>5.2f}x   {busy:>15}  "
-        f"{m.load:>4.1f}  cpu target {target}{flag}"
+        f"{name:<34} {_measure(m, 'cpu')}   {_measure(m, 'wall')}   {busy:>4.0%} {m.load:>4.1f}"
+        f"  <= {target}x: {met}{flag}"
     )
+
+
+def per_unit(m: Medians, units: int, base: str = "floor") -> float:
+    """dsh's CPU seconds per unit of work beyond ``base``'s."""
+    return (m.dsh.cpu - m.samples[base].cpu) / units
+
+
+def over_floors(m: Medians, units: int, unit: str, scale: float, symbol: str) -> str:
+    """dsh's extra CPU per unit over the floor and over the logged floor."""
+    return (
+        f"{'   dsh CPU per ' + unit + ' over the floor':<34} "
+        f"{per_unit(m, units) * scale:+.2f} {symbol}; over the logged floor "
+        f"{per_unit(m, units, 'logged') * scale:+.2f} {symbol}"
+    )
+
+
+def growth(small: Medians, large: Medians, steps: int, more: int) -> str:
+    """W2's growth: dsh's extra CPU per step over each floor at ``more`` steps ÷ at ``steps``
+    (1.0: a step costs the same whatever the history before it; quadratic terms push it up).
+    A step is a model call (``steps`` tool steps and the answer)."""
+    parts = []
+    for base, label in (("floor", "the floor"), ("logged", "the logged floor")):
+        before, after = per_unit(small, steps + 1, base), per_unit(large, more + 1, base)
+        times = after / before if before > 0 else float("nan")
+        part = f"over {label} {before * 1e3:.3f} -> {after * 1e3:.3f} ms = {times:.2f}x"
+        if base == "floor":
+            met = "met" if times <= GROWTH_TARGET else "not met"
+            part += f" (<= {GROWTH_TARGET}x: {met})"
+        parts.append(part)
+    return f"   W2 growth {steps:,} -> {more:,} steps, dsh's extra CPU per step " + "; ".join(parts)
 
 
 def machine() -> str:
     return (
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python "
-        f"{sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+        f"{sys.version.split()[0]}, {os.cpu_count()} cores, load {load()}"
     )
 
 
-#: W4's sides: the floor, the floor keeping and persisting its events (:class:`JsonLines`),
-#: dsh.
-W4_SIDES = ("floor", "logged", "dsh")
+def load() -> str:
+    """The 1-, 5- and 15-minute load averages."""
+    return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+#: The targets of issue 36 (CPU, dsh ÷ the fast floor).
+TARGETS = {"W1": 1.3, "W2": 1.6, "W3": 1.4, "W4": 2.2}
+#: W2's extra CPU per step over the floor at 10x the steps ÷ at the base size, at most.
+GROWTH_TARGET = 1.2
+#: W4's memory held per agent at 1,000 agents, at most (KB).
+HELD_TARGET_KB = 60
 
 
 def w4_medians(
@@ -784,25 +1067,26 @@ def w4_medians(
     agents: int,
     steps: int,
     env: dict[str, str],
-    sides: Sequence[str] = W4_SIDES,
+    sides: Sequence[str] = SIDES,
 ) -> tuple[Medians, dict[str, dict[str, float]]]:
     """W4 interleaved: the time medians, and per side the medians of the other figures of
     :func:`w4_run` (CPU seconds, peak memory and memory held per agent in KB, the collector's
     CPU seconds, its full collections, the objects it tracks per agent), for ``sides`` (floor
-    and dsh at least; :data:`W4_SIDES` by default), run in that order."""
+    and dsh at least; :data:`SIDES` by default), run in that order."""
     results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     for _ in range(runs):
         for side in sides:
             results[side].append(w4(side, server, agents, steps, env))
-    samples = {
-        side: median_sample([Sample(r["wall"], r["cpu"], r["server_cpu"]) for r in rs])
+    taken = {
+        side: [Sample(r["wall"], r["cpu"], r["server_cpu"]) for r in rs]
         for side, rs in results.items()
     }
+    samples = {side: median_sample(runs_of_side) for side, runs_of_side in taken.items()}
     figures = {
         side: {key: statistics.median(r[key] for r in rs) for key in W4_FIGURES}
         for side, rs in results.items()
     }
-    return Medians(samples["floor"], samples["dsh"], os.getloadavg()[0]), figures
+    return Medians(samples, os.getloadavg()[0], cpu_spread(taken)), figures
 
 
 #: What :func:`w4_medians` reports per side besides the time medians.
@@ -810,21 +1094,25 @@ W4_FIGURES = ("cpu", "peak_kb", "held_kb", "gc_cpu", "full_collections", "tracke
 
 
 def w4_rows(m: Medians, figures: dict[str, dict[str, float]], agents: int) -> list[str]:
-    """The lines under a W4 row: the least a loop that keeps and persists its events costs,
-    memory, and what the garbage collector cost each side."""
-    floor, logged, dsh = figures["floor"], figures["logged"], figures["dsh"]
+    """The lines under a W4 row: memory held per agent and peak memory, the objects the
+    collector tracks and what the collector cost, per side (floor, logged floor, dsh)."""
+    f, lg, d = figures["floor"], figures["logged"], figures["dsh"]
+    held = {side: figures[side]["held_kb"] / agents for side in SIDES}
+    met = "met" if held["dsh"] <= HELD_TARGET_KB else "not met"
     return [
-        reference("   floor keeping + persisting events", logged["cpu"], m)
-        + f"; held {logged['held_kb'] / agents:.1f} KB per agent",
-        f"{'   peak memory of the process':<34} {floor['peak_kb'] / 1024:>9.1f}  "
-        f"{dsh['peak_kb'] / 1024:>7.1f} MB",
-        f"{'   memory held per agent':<34} {floor['held_kb'] / agents:>9.1f}  "
-        f"{dsh['held_kb'] / agents:>7.1f} KB   (target <= 40 KB at 1,000 agents)",
-        f"{'   objects the collector tracks':<34} {floor['tracked']:>9.0f}  "
-        f"{dsh['tracked']:>7.0f} per agent",
-        f"{'   CPU in garbage collection':<34} {floor['gc_cpu']:>9.3f}s {dsh['gc_cpu']:>7.3f}s "
-        f"  ({floor['gc_cpu'] / m.floor.cpu:.0%} / {dsh['gc_cpu'] / m.dsh.cpu:.0%} of the CPU; "
-        f"full collections {floor['full_collections']:.0f} / {dsh['full_collections']:.0f})",
+        f"{'   memory held per agent':<34} {held['floor']:>6.1f}  {held['logged']:>6.1f}  "
+        f"{held['dsh']:>6.1f} KB   dsh {held['dsh'] / held['floor']:.2f}x the floor, "
+        f"{held['dsh'] / held['logged']:.2f}x the logged floor   "
+        f"(<= {HELD_TARGET_KB} KB at 1,000 agents: {met})",
+        f"{'   peak memory of the process':<34} {f['peak_kb'] / 1024:>6.1f}  "
+        f"{lg['peak_kb'] / 1024:>6.1f}  {d['peak_kb'] / 1024:>6.1f} MB",
+        f"{'   objects the collector tracks':<34} {f['tracked']:>6.0f}  {lg['tracked']:>6.0f}  "
+        f"{d['tracked']:>6.0f} per agent",
+        f"{'   CPU in garbage collection':<34} {f['gc_cpu']:>6.3f}s {lg['gc_cpu']:>6.3f}s "
+        f"{d['gc_cpu']:>6.3f}s  ({f['gc_cpu'] / m.floor.cpu:.0%} / "
+        f"{lg['gc_cpu'] / m.samples['logged'].cpu:.0%} / {d['gc_cpu'] / m.dsh.cpu:.0%} of the "
+        f"CPU; full collections {f['full_collections']:.0f} / {lg['full_collections']:.0f} / "
+        f"{d['full_collections']:.0f})",
     ]
 
 
@@ -848,35 +1136,43 @@ def report(
     env: dict[str, str],
     only: frozenset[str] = WORKLOADS,
 ) -> None:
-    print(f"dsh benchmark — {machine()}; medians of {runs} interleaved runs")
+    print(f"dsh benchmark — {machine()}; medians of {runs} interleaved runs", flush=True)
+    print(
+        "floor: aiohttp, blocks split by hand, orjson; logged floor: + every event kept, one "
+        "JSON line each, written at each checkpoint, fsynced at turn end; dsh: every plugin"
+    )
     if bench_disabled() != NOT_BENCHED:
         left_out = ", ".join(bench_disabled()[len(NOT_BENCHED) :])
         print(f"dsh side without {left_out}: a decomposition, not the benchmarked configuration")
-    print(header())
-    chunks, steps = sizes["chunks"], sizes["steps"]
+    print(header(), flush=True)
+    chunks, steps, more = sizes["chunks"], sizes["steps"], sizes["growth_steps"]
     if "W1" in only:
-        m = interleaved(runs, lambda side: asyncio.run(w1(side, server, chunks)))
-        print(row(f"W1 one reply, {chunks:,} deltas", m, "<= 1.3x"))
-        print(f"{'   dsh CPU per chunk over the floor':<34} {per_unit(m, chunks) * 1e6:>8.1f} µs")
+        m = interleaved(runs, measuring(w1, server, chunks))
+        print(row(f"W1 one reply, {chunks:,} deltas", m, TARGETS["W1"]))
+        print(spread_line(m))
+        print(over_floors(m, chunks, "chunk", 1e6, "µs"), flush=True)
     if "W2" in only:
-        m = interleaved(runs, lambda side: asyncio.run(w2(side, server, steps)))
-        print(row(f"W2 {steps} sequential tool steps", m, "<= 1.3x"))
-        print(f"{'   dsh CPU per step over the floor':<34} {per_unit(m, steps + 1) * 1e3:>8.3f} ms")
+        m = interleaved(runs, measuring(w2, server, steps))
+        print(row(f"W2 {steps:,} sequential tool steps", m, TARGETS["W2"]))
+        print(spread_line(m))
+        print(over_floors(m, steps + 1, "step", 1e3, "ms"), flush=True)
+        large = interleaved(runs, measuring(w2, server, more))
+        print(row(f"W2 {more:,} sequential tool steps", large, TARGETS["W2"]))
+        print(spread_line(large))
+        print(over_floors(large, more + 1, "step", 1e3, "ms"))
+        print(growth(m, large, steps, more), flush=True)
     if "W3" in only:
         compile_bytecode()
-        m = interleaved(runs, lambda side: w3(side, server, env), others=("stack",))
-        print(row("W3 spawn to first token", m, "<= 1.3x"))
-        print(reference("   floor importing dsh's stack", m.others["stack"].cpu, m))
+        m = interleaved(runs, lambda side: w3(side, server, env), W3_SIDES)
+        print(row("W3 spawn to first token", m, TARGETS["W3"]))
+        print(spread_line(m))
+        print(reference("   floor importing dsh's stack", m.samples["stack"].cpu, m), flush=True)
     for agents in sizes["agents"] if "W4" in only else ():
         m, figures = w4_medians(server, runs, agents, sizes["agent_steps"], env)
-        print(row(f"W4 {agents:,} agents x {sizes['agent_steps']} steps", m, "<= 1.5x"))
-        print("\n".join(w4_rows(m, figures, agents)))
-    print(f"finished — load {os.getloadavg()[0]:.1f}")
-
-
-def per_unit(m: Medians, units: int) -> float:
-    """dsh's CPU seconds per unit of work beyond the floor's."""
-    return (m.dsh.cpu - m.floor.cpu) / units
+        print(row(f"W4 {agents:,} agents x {sizes['agent_steps']} steps", m, TARGETS["W4"]))
+        print(spread_line(m))
+        print("\n".join(w4_rows(m, figures, agents)), flush=True)
+    print(f"finished — load {load()}")
 
 
 # -- scale curves ---------------------------------------------------------------------------
@@ -914,7 +1210,7 @@ def growth_rows(name: str, unit: str, points: Sequence[Point]) -> list[str]:
         extra = (m.dsh.cpu - m.floor.cpu) / point.size * 1e6
         line = (
             f"{name} {point.size:>8,}  cpu floor {m.floor.cpu:>8.3f}s  dsh {m.dsh.cpu:>8.3f}s "
-            f"({m.cpu_ratio:>4.2f}x)  per {unit}: dsh {m.dsh.cpu / point.size * 1e6:>7.1f} µs, "
+            f"({m.cpu_ratio():>4.2f}x)  per {unit}: dsh {m.dsh.cpu / point.size * 1e6:>7.1f} µs, "
             f"over the floor {extra:>7.1f} µs"
         )
         if point.held_kb:
@@ -954,6 +1250,10 @@ def growth_rows(name: str, unit: str, points: Sequence[Point]) -> list[str]:
     return lines
 
 
+#: The scale curves compare dsh with the fast floor only.
+FLOOR_DSH = ("floor", "dsh")
+
+
 def measuring(
     workload: Callable[[str, FastServer, int], Coroutine[Any, Any, Sample]],
     server: FastServer,
@@ -970,15 +1270,17 @@ def scale(
     print(f"dsh scale curves — {machine()}; medians of {runs} interleaved runs (CPU time)")
     if "W1" in only:
         sizes = (2_000, 20_000, 200_000)
-        points = [Point(n, interleaved(runs, measuring(w1, server, n))) for n in sizes]
+        points = [Point(n, interleaved(runs, measuring(w1, server, n), FLOOR_DSH)) for n in sizes]
         print("\n".join(growth_rows("W1 chunks", "chunk", points)), flush=True)
     if "W2" in only:
-        points = [Point(n, interleaved(runs, measuring(w2, server, n))) for n in (50, 200, 800)]
+        points = [
+            Point(n, interleaved(runs, measuring(w2, server, n), FLOOR_DSH)) for n in (50, 200, 800)
+        ]
         print("\n".join(growth_rows("W2 steps ", "step ", points)), flush=True)
     if "W4" in only:
         points = []
         for agents in (100, 1_000, 5_000):
-            m, figures = w4_medians(server, max(1, runs // 2), agents, 5, env, ("floor", "dsh"))
+            m, figures = w4_medians(server, max(1, runs // 2), agents, 5, env, FLOOR_DSH)
             collector = (figures["floor"]["gc_cpu"], figures["dsh"]["gc_cpu"])
             points.append(Point(agents, m, figures["dsh"]["held_kb"] / agents, collector))
         print("\n".join(growth_rows("W4 agents", "agent", points)), flush=True)
@@ -1012,6 +1314,7 @@ def main() -> None:
     sizes = {
         "chunks": 500 if quick else 20_000,
         "steps": 10 if quick else 200,
+        "growth_steps": 100 if quick else 2_000,
         "agents": (10, 30) if quick else (100, 1000),
         "agent_steps": args.agent_steps,
     }

@@ -3,6 +3,7 @@ times anything). The pre-encoded mock serves exactly the product mock's bytes.""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import importlib.util
 import json
@@ -46,12 +47,9 @@ BODY = {"model": "deepseek-v4-flash", "stream": True, "thinking": {"type": "disa
 
 @pytest.fixture
 async def fast_url() -> AsyncIterator[str]:
-    runner = web.AppRunner(fastmock.make_app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
+    server, url = await fastmock.start()
+    async with server:
+        yield url
 
 
 async def answer(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
@@ -139,13 +137,41 @@ async def test_bad_programs_and_unprogrammed_requests_say_what_to_do(fast_url: s
     assert status == 409 and b"/bench/program" in text
 
 
+async def test_the_mock_answers_requests_in_pieces_and_on_one_connection(fast_url: str) -> None:
+    port = int(fast_url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    stats = b"GET /bench/stats HTTP/1.1\r\nHost: t\r\n\r\n"
+    writer.write(stats[:9])
+    await writer.drain()
+    await asyncio.sleep(0.01)
+    writer.write(
+        stats[9:] + b"GET /nowhere?x=1 HTTP/1.1\r\n\r\n"
+        b"POST /bench/program HTTP/1.1\r\nConnection: close\r\n\r\n"
+    )
+    data = await reader.read()  # to the end: a POST without a length closes the connection
+    writer.close()
+    responses = data.split(b"HTTP/1.1 ")[1:]
+    assert [response[:3] for response in responses] == [b"200", b"404", b"411"]
+    assert b'"served": 0' in responses[0] and b"no route GET /nowhere" in responses[1]
+    assert b"Connection: close" in responses[2]
+
+
 async def test_the_logged_floor_persists_every_event_it_keeps(
-    fast_url: str, tmp_path: Path
+    fast_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """W4's floor keeping and persisting its events: every parsed chunk, message and tool
-    result kept in order and written as a JSON line, the last line before the turn ended."""
+    """The logged floor: every parsed chunk, message, tool call and tool result kept in order
+    and written as a JSON line at the checkpoints (before each request, before each tool call,
+    at the end of the turn), then made durable."""
     await program(fast_url, {"name": "tool-loop", "steps": 2})
     log = run.JsonLines(tmp_path / "a.jsonl")
+    checkpoints: list[list[str]] = []
+    write = log.write
+
+    def checkpoint() -> None:
+        write()
+        checkpoints.append([kind for _, kind, _ in log.events])
+
+    monkeypatch.setattr(log, "write", checkpoint)
     executed: list[str] = []
     async with aiohttp.ClientSession() as session:
         text = await run.floor_tool_loop(session, fast_url, executed, log)
@@ -154,22 +180,30 @@ async def test_the_logged_floor_persists_every_event_it_keeps(
     assert [line["seq"] for line in lines] == list(range(len(log.events)))
     kinds = [line["type"] for line in lines]
     assert kinds[0] == "user" and kinds[-1] == "answer"
-    assert kinds.count("assistant") == kinds.count("tool") == 2
+    assert kinds.count("assistant") == kinds.count("tool_call") == kinds.count("tool") == 2
     chunks = [line["data"] for line in lines if line["type"] == "chunk"]
-    assert len(chunks) == kinds.count("chunk") > 3 and all("choices" in c for c in chunks)
-    assert lines[-1]["data"] == text and log.persisted() == len(lines)
+    assert len(chunks) > 3 and sum("tool_calls" in delta for delta in chunks) >= 2
+    assert kinds.count("finish") == kinds.count("usage") == 3  # one of each a response
+    assert all(isinstance(line["time"], float) for line in lines)
+    assert lines[-1]["data"] == {"role": "assistant", "content": text}
+    assert log.persisted() == len(lines)
+    # Three requests, two tool calls, the end of the turn: six checkpoints, in that order.
+    ends = [written[-1] for written in checkpoints]
+    assert ends == ["user", "tool_call", "tool", "tool_call", "tool", "answer"]
 
 
-def test_the_suite_measures_both_sides_against_the_fast_mock_in_its_own_process() -> None:
+def test_the_suite_measures_every_side_against_the_fast_mock_in_its_own_process() -> None:
     server = run.FastServer()
     try:
         for workload, size in ((run.w1, 40), (run.w2, 3)):
             measure = run.measuring(workload, server, size)
             medians = run.interleaved(1, measure)
-            for sample in (medians.floor, medians.dsh):
+            assert list(medians.samples) == ["floor", "logged", "dsh"]
+            for sample in medians.samples.values():
                 assert sample.wall > 0 and sample.cpu > 0 and sample.server_cpu > 0
-            assert "cpu target" in run.row("W", medians, "<= 1.3x")
-        assert server.stats()[0] == 2 * (1 + 4)
+            assert "<= 1.3x:" in run.row("W", medians, 1.3)
+        # Each side: a warm-up turn of one tool step (two requests) before each measured run.
+        assert server.stats()[0] == 3 * (2 + 1) + 3 * (2 + 4)
     finally:
         server.close()
     assert server.process.returncode is not None
@@ -182,9 +216,9 @@ def test_only_runs_the_workloads_it_names(capsys: pytest.CaptureFixture[str]) ->
             run.workloads(bad)
     server = run.FastServer()
     try:
-        sizes = {"chunks": 30, "steps": 2, "agents": (2,), "agent_steps": 1}
+        sizes = {"chunks": 30, "steps": 2, "growth_steps": 4, "agents": (2,), "agent_steps": 1}
         run.report(server, 1, sizes, {}, frozenset({"W1"}))
-        assert server.stats()[0] == 2  # one W1 request per side, nothing else
+        assert server.stats()[0] == 3 * (2 + 1)  # a warm-up and one W1 request per side
     finally:
         server.close()
     out = capsys.readouterr().out
@@ -195,26 +229,28 @@ def test_only_runs_the_workloads_it_names(capsys: pytest.CaptureFixture[str]) ->
 def test_without_leaves_plugins_out_of_every_dsh_side_and_says_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert run.bench_disabled() == run.NOT_BENCHED  # the benchmark's own configuration
+    assert run.bench_disabled() == run.NOT_BENCHED == ()  # every plugin, as users run dsh
     monkeypatch.setenv(run.WITHOUT_ENV, " persistence_jsonl, budgets,")
     assert run.bench_disabled() == (*run.NOT_BENCHED, "persistence_jsonl", "budgets")
     harness = run.dsh_harness("http://127.0.0.1:9", run.Bench())
     assert harness.plugins.disabled >= {"persistence_jsonl", "budgets"}
     server = run.FastServer()
     try:
-        sizes = {"chunks": 30, "steps": 2, "agents": (2,), "agent_steps": 3}
+        sizes = {"chunks": 30, "steps": 2, "growth_steps": 4, "agents": (2,), "agent_steps": 3}
         env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
         run.report(server, 1, sizes, env, frozenset({"W3", "W4"}))
-        assert server.stats()[0] == 3 + 3 * 2 * (3 + 1)  # W3 once a side, W4 2 agents x 4
+        # W3 once a side (four sides); W4 a warm-up agent and 2 agents x 4 requests a side.
+        assert server.stats()[0] == 4 + 3 * 3 * (3 + 1)
     finally:
         server.close()
-    # The dsh sides of W3 and W4 run in child processes; they left the JSONL store out too.
+    # The dsh sides of W3 and W4 run in child processes; they left the JSONL store out too
+    # (and the logged floor removes its files).
     assert list(tmp_path.rglob("*.jsonl")) == []
     out = capsys.readouterr().out
     assert "dsh side without persistence_jsonl, budgets: a decomposition" in out
     assert "W4 2 agents x 3 steps" in out
     assert "objects the collector tracks" in out and "CPU in garbage collection" in out
-    assert "floor keeping + persisting events" in out and "floor importing dsh's stack" in out
+    assert "memory held per agent" in out and "floor importing dsh's stack" in out
 
 
 def test_the_scale_curves_run_w4_without_its_reference_side(tmp_path: Path) -> None:
@@ -223,7 +259,8 @@ def test_the_scale_curves_run_w4_without_its_reference_side(tmp_path: Path) -> N
         env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
         _, figures = run.w4_medians(server, 1, 2, 1, env, ("floor", "dsh"))
         assert sorted(figures) == ["dsh", "floor"]
-        assert server.stats()[0] == 2 * 2 * (1 + 1)  # two sides, two agents, two requests
+        # Two sides, each a warm-up agent and two agents of two requests.
+        assert server.stats()[0] == 2 * 3 * (1 + 1)
     finally:
         server.close()
 
@@ -271,25 +308,63 @@ def test_collections_count_the_collectors_cpu_and_full_collections() -> None:
     assert collections.full == 2 and collections.cpu == spent
 
 
-def test_w4_rows_show_memory_and_the_collectors_share() -> None:
+def test_w4_rows_show_memory_against_both_floors_and_the_collectors_share() -> None:
     side = {"peak_kb": 2048.0, "held_kb": 3000.0, "gc_cpu": 0.25, "full_collections": 3.0}
     figures = {
         "floor": {**side, "tracked": 30.0},
-        "logged": {**side, "cpu": 1.25, "held_kb": 9000.0},
-        "dsh": {**side, "tracked": 280.0},
+        "logged": {**side, "held_kb": 9000.0, "tracked": 300.0},
+        "dsh": {**side, "held_kb": 6000.0, "tracked": 280.0},
     }
-    lines = run.w4_rows(samples(1.0, 2.0), figures, 100)
-    assert "1.250s CPU: 1.25x the floor; dsh 1.60x it; held 90.0 KB per agent" in lines[0]
-    assert lines[1].split()[-3:] == ["2.0", "2.0", "MB"]
-    assert "30.0     30.0 KB" in lines[2]
-    assert lines[3].split()[-4:] == ["30", "280", "per", "agent"]
-    assert "(25% / 12% of the CPU; full collections 3 / 3)" in lines[4]
-
-
-def samples(floor_cpu: float, dsh_cpu: float, server_cpu: float = 0.0) -> Any:
-    return run.Medians(
-        run.Sample(1.0, floor_cpu, server_cpu), run.Sample(1.0, dsh_cpu, server_cpu), 1.0
+    lines = run.w4_rows(samples(1.0, 2.0, logged_cpu=1.25), figures, 100)
+    assert lines[0].split()[4:7] == ["30.0", "90.0", "60.0"]
+    assert (
+        "dsh 2.00x the floor, 0.67x the logged floor   (<= 60 KB at 1,000 agents: met)"
+        in (lines[0])
     )
+    assert lines[1].split()[-4:] == ["2.0", "2.0", "2.0", "MB"]
+    assert lines[2].split()[-5:] == ["30", "300", "280", "per", "agent"]
+    assert "(25% / 20% / 12% of the CPU; full collections 3 / 3 / 3)" in lines[3]
+
+
+def samples(
+    floor_cpu: float, dsh_cpu: float, server_cpu: float = 0.0, logged_cpu: float | None = None
+) -> Any:
+    sides = {"floor": run.Sample(1.0, floor_cpu, server_cpu)}
+    if logged_cpu is not None:
+        sides["logged"] = run.Sample(1.0, logged_cpu, server_cpu)
+    sides["dsh"] = run.Sample(1.0, dsh_cpu, server_cpu)
+    return run.Medians(sides, 1.0)
+
+
+def test_a_row_gives_dshs_ratios_to_both_floors_in_cpu_and_wall_time() -> None:
+    m = run.Medians(
+        {
+            "floor": run.Sample(0.5, 0.25, 0.0),
+            "logged": run.Sample(1.0, 0.5, 0.0),
+            "dsh": run.Sample(2.0, 1.0, 0.0),
+        },
+        0.5,
+    )
+    line = run.row("W1 one reply", m, 1.3)
+    assert "0.250s  0.500s  1.000s   4.00x    2.00x" in line  # CPU
+    assert "0.500s  1.000s  2.000s   4.00x    2.00x" in line  # wall
+    assert line.endswith("<= 1.3x: not met")
+    assert "÷floor" in run.header() and "÷logged" in run.header()
+    # Without a logged floor (the scale curves), its columns are blank.
+    assert "—" in run.row("W", samples(1.0, 1.2), 1.3) and "met" in run.row("W", m, 4.0)
+
+
+def test_per_unit_lines_and_the_growth_of_w2_against_both_floors() -> None:
+    small = samples(0.2, 0.4, logged_cpu=0.3)  # 10 steps and the answer: 11 model calls
+    large = samples(2.0, 6.4, logged_cpu=3.0)  # 100 steps: 101 model calls
+    line = run.over_floors(small, 11, "step", 1e3, "ms")
+    assert line.split()[-8:] == ["+18.18", "ms;", "over", "the", "logged", "floor", "+9.09", "ms"]
+    grown = run.growth(small, large, 10, 100)
+    assert "over the floor 18.182 -> 43.564 ms = 2.40x (<= 1.2x: not met)" in grown
+    assert "over the logged floor 9.091 -> 33.663 ms = 3.70x" in grown
+    flat = run.growth(small, samples(2.0, 4.02, logged_cpu=3.0), 10, 100)
+    assert "= 1.10x (<= 1.2x: met)" in flat
+    assert "nan" in run.growth(samples(1.0, 1.0, logged_cpu=1.0), large, 10, 100)
 
 
 def test_reference_sides_run_between_the_floor_and_dsh_and_report_against_both() -> None:
@@ -300,23 +375,28 @@ def test_reference_sides_run_between_the_floor_and_dsh_and_report_against_both()
         order.append(side)
         return run.Sample(1.0, cpu[side], 0.0)
 
-    m = run.interleaved(2, measure, others=("stack",))
+    m = run.interleaved(2, measure, ("floor", "stack", "dsh"))
     assert order == ["floor", "stack", "dsh"] * 2
-    assert (m.floor.cpu, m.others["stack"].cpu, m.dsh.cpu) == (1.0, 1.25, 2.5)
-    assert run.interleaved(1, measure).others == {}
-    line = run.reference("   the least", m.others["stack"].cpu, m)
+    assert m.spread["stack"] == (1.25, 1.25)
+    assert "floor 1.000 to 1.000s, stack 1.250 to 1.250s, dsh 2.500 to 2.500s" in run.spread_line(m)
+    assert (m.floor.cpu, m.samples["stack"].cpu, m.dsh.cpu) == (1.0, 1.25, 2.5)
+    line = run.reference("   the least", m.samples["stack"].cpu, m)
     assert line.endswith("1.250s CPU: 1.25x the floor; dsh 2.00x it")
 
 
 def test_the_stack_side_of_w3_imports_dshs_stack_then_runs_the_floor() -> None:
     script = run.FIRST_TOKEN["stack"]
-    assert script.startswith("import attrs, cattrs, structlog, pluggy, orjson")
+    assert script.startswith("import attrs, cattrs, structlog, pluggy")
     assert script.endswith(run.FIRST_TOKEN_FLOOR) and "entry_points(group='dsh')" in script
+    assert list(run.FIRST_TOKEN) == list(run.W3_SIDES)
+    for side in ("floor", "logged"):  # the floors read blocks and decode with orjson
+        assert "iter_any()" in run.FIRST_TOKEN[side] and "orjson.loads" in run.FIRST_TOKEN[side]
+    assert "tools=()" in run.FIRST_TOKEN["dsh"]
 
 
 def test_a_busy_server_flags_the_row() -> None:
-    assert "SERVER-BOUND" in run.row("W", samples(1, 2, server_cpu=0.6), "<= 1.3x")
-    assert "SERVER-BOUND" not in run.row("W", samples(1, 2, server_cpu=0.4), "<= 1.3x")
+    assert "SERVER-BOUND" in run.row("W", samples(1, 2, server_cpu=0.6), 1.3)
+    assert "SERVER-BOUND" not in run.row("W", samples(1, 2, server_cpu=0.4), 1.3)
 
 
 def test_scale_rows_flag_super_linear_cost_and_growing_memory() -> None:
@@ -361,14 +441,36 @@ def test_the_breakdown_puts_each_function_in_its_layer() -> None:
     assert breakdown.layer("~:0(<built-in method time.monotonic>)") == breakdown.OTHER
 
 
-def test_the_breakdown_profiles_both_sides() -> None:
+def test_the_breakdown_profiles_every_side() -> None:
     server = run.FastServer()
     try:
         table = breakdown.breakdown("W1", "chunk", 30, run.measuring(run.w1, server, 30))
     finally:
         server.close()
     assert "| SSE parsing |" in table and "| JSON decoding |" in table
+    assert "| the floors' loop (bench/run.py) |" in table
+    assert "| floor µs/chunk | logged floor | dsh | dsh - floor |" in table
     assert "| **total (profiled)** |" in table
+
+
+def test_the_breakdown_counts_instructions_per_chunk_and_step_with_cachegrind() -> None:
+    report = "==1== \n==1== I   refs:      2,059,875,749\n"
+    assert breakdown.instructions(report) == 2_059_875_749
+    with pytest.raises(RuntimeError, match="no instruction count"):
+        breakdown.instructions("valgrind: not found")
+    command = breakdown.cachegrind_command("logged", "W2", 50)
+    assert command[:2] == ["valgrind", "--tool=cachegrind"] and sys.executable in command
+    assert command[-6:] == ["--workload", "W2", "--times", "1", "--steps", "50"]
+    assert breakdown.cachegrind_command("dsh", "W1", 9)[-2:] == ["--chunks", "9"]
+    cost = {"floor": 10, "logged": 20, "dsh": 40}  # instructions per unit of each side
+
+    def count(command: list[str]) -> int:
+        side, size = command[command.index("--spin") + 1], int(command[-1])
+        return 1_000_000 + cost[side] * size  # a fixed start, then the work
+
+    table = breakdown.instruction_table(count, {"W1": (10, 110), "W2": (5, 15)})
+    assert "| W1 per chunk (10 → 110 chunks) | 10 | 20 | 40 | 4.00x | 2.00x |" in table
+    assert "| W2 per step (5 → 15 steps) | 10 | 20 | 40 | 4.00x | 2.00x |" in table
 
 
 def test_sampled_stacks_are_charged_to_their_innermost_layer_and_set_up_left_out() -> None:
@@ -401,7 +503,7 @@ def test_spin_runs_w1_for_a_sampling_profiler(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(run.FastServer, "close", count_then_close)
     breakdown.spin("floor", 20, 2)
     breakdown.spin("dsh", 3, 1, "W2")
-    assert served == [2, 4]  # W2: three tool steps and the answer
+    assert served == [2 * (2 + 1), 2 + 4]  # each run a warm-up; W2: three steps and the answer
 
 
 def test_start_up_cases_run_interleaved_and_report_against_their_baselines(
@@ -428,3 +530,79 @@ def test_a_start_up_case_is_a_real_child_and_a_failing_one_is_an_error() -> None
     assert medians["dsh --help"][1] > medians["python"][1] > 0
     with pytest.raises(subprocess.CalledProcessError):
         bench_startup.child_times("raise SystemExit(3)", dict(os.environ))
+
+
+async def test_the_floor_reads_blocks_that_cut_lines_anywhere() -> None:
+    """The floor splits SSE lines by hand: a block may end inside a line, a payload or the
+    ``[DONE]``; what it assembles is what the stream says."""
+    stream = fastmock.encode(tool_loop({"messages": history(1)}, 3))
+
+    async def dribble(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for start in range(0, len(stream), 7):
+            await response.write(stream[start : start + 7])
+            await asyncio.sleep(0)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/chat/completions", dribble)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    kept: list[Any] = []
+    try:
+        async with aiohttp.ClientSession() as session:
+            text, calls = await run.floor_call(
+                session, url, history(1), True, lambda kind, data: kept.append((0.0, kind, data))
+            )
+    finally:
+        await runner.cleanup()
+    assert text == ""
+    assert calls == [{"id": "call_1", "name": "echo", "args": '{"text": "step 1"}'}]
+    kinds = [kind for _, kind, _ in kept]
+    assert kinds.count("chunk") == stream.count(b"data: {")  # each chunk's delta, with its time
+    assert kinds[-2:] == ["finish", "usage"] and len(kinds) == kinds.count("chunk") + 2
+
+
+async def test_dsh_runs_with_every_plugin_and_offers_only_the_floors_tools() -> None:
+    client = run.DshClient("http://127.0.0.1:9")
+    await client.harness.start()
+    try:
+        names = set(client.harness.plugins.names())
+    finally:
+        await client.close()
+    assert {"permissions", "tools_fs", "tools_shell", "persistence_jsonl", "budgets"} <= names
+    assert run.dsh_options().tools == ("echo",) and run.dsh_options(tools=False).tools == ()
+
+
+def test_the_quick_mode_runs_every_workload_and_prints_both_ratios(tmp_path: Path) -> None:
+    """``bench/run.py --quick``, as a user runs it (figures are not judged)."""
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--quick", "--runs", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    out = done.stdout
+    assert "÷floor" in out and "÷logged" in out
+    for workload in (
+        "W1 one reply, 500 deltas",
+        "W2 10 sequential tool steps",
+        "W2 100 sequential tool steps",
+        "W2 growth 10 -> 100 steps",
+        "W3 spawn to first token",
+        "W4 10 agents x 5 steps",
+        "W4 30 agents x 5 steps",
+        "memory held per agent",
+        "over the logged floor",
+        "CPU, lowest to highest run",
+    ):
+        assert workload in out
+    assert out.rstrip().splitlines()[-1].startswith("finished — load")

@@ -10,13 +10,16 @@ tells the model why and what the user could change.
 
 A sub-agent (``agent_loop.create(..., parent=...)``, the ``task`` tool) is judged in the
 strictest of its own mode and the current modes of the agents above it (:func:`effective_mode`),
-so it never runs in a laxer mode than its parent. See ``docs/plugins/permissions.md``.
+so it never runs in a laxer mode than its parent. The plugin keeps each session's latest logged
+mode as events are appended (``dsh_session_created``, ``dsh_session_event``), so that finding a
+mode does not read the whole log at every call: see :mod:`dsh_plugins.permissions._modes`. See
+``docs/plugins/permissions.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import structlog
 from attrs import evolve, frozen
@@ -30,8 +33,10 @@ from dsh.plugin import (
     ToolExecution,
     ToolOutcome,
     Value,
+    for_events,
     hookimpl,
 )
+from dsh_plugins.permissions._modes import ModeTracker, scan_mode
 from dsh_plugins.permissions.policy import (
     Decision,
     Mode,
@@ -43,13 +48,14 @@ from dsh_plugins.permissions.policy import (
 )
 
 if TYPE_CHECKING:
-    from dsh.plugin import Agent, Family, Harness
+    from dsh.plugin import Agent, Family, Harness, Session, SessionEvent
 
 __all__ = [
     "ASKED",
     "DECIDED",
     "ApprovalAsked",
     "ApprovalDecided",
+    "LoggedMode",
     "PermissionsConfig",
     "PermissionsPlugin",
     "Rule",
@@ -68,6 +74,8 @@ ASKED = "approval/asked"
 DECIDED = "approval/decided"
 #: Modes from the strictest: ``PERMISSION_MODES`` lists them in that order.
 _STRICTNESS: dict[str, int] = {mode: rank for rank, mode in enumerate(PERMISSION_MODES)}
+#: Where :func:`effective_mode` reads the mode a session logged last (``None``: none).
+LoggedMode: TypeAlias = "Callable[[Session], str | None]"
 
 log = structlog.get_logger("dsh.permissions")
 
@@ -103,6 +111,7 @@ class PermissionsPlugin:
 
     def __init__(self) -> None:
         self._harness: Harness | None = None
+        self._modes = ModeTracker()
 
     @hookimpl
     def dsh_register_config(
@@ -127,7 +136,7 @@ class PermissionsPlugin:
         if tool is None:  # nothing would run: the registry answers UNKNOWN_TOOL
             return await call_next(execution)
         configured = harness.config.section(SECTION, PermissionsConfig)
-        mode, source = effective_mode(configured, execution.agent, harness.family)
+        mode, source = effective_mode(configured, execution.agent, harness.family, self._modes.mode)
         decision = decide(
             evolve(configured, mode=mode),
             tool.name,
@@ -155,10 +164,25 @@ class PermissionsPlugin:
         """In plan mode the model is told that it plans, and how its plan is carried out."""
         harness = self._require_harness()
         config = harness.config.section(SECTION, PermissionsConfig)
-        if effective_mode(config, agent, harness.family)[0] != "plan":
+        if effective_mode(config, agent, harness.family, self._modes.mode)[0] != "plan":
             return None
         system = f"{request.system}\n\n{PLAN_NOTE}" if request.system else PLAN_NOTE
         return evolve(request, system=system)
+
+    @hookimpl
+    def dsh_session_created(self, session: Session) -> None:
+        self._modes.created(session)
+
+    @hookimpl
+    @for_events(PermissionModeChange)
+    def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
+        change = event.data
+        assert isinstance(change, PermissionModeChange)  # what for_events lets through
+        self._modes.appended(session, event.seq, change.mode)
+
+    @hookimpl
+    def dsh_session_closed(self, session: Session) -> None:
+        self._modes.closed(session)
 
     async def _ask(self, harness: Harness, execution: ToolExecution, asking: Decision) -> Decision:
         data = ApprovalAsked(execution.call_id, execution.name, execution.arguments, asking.reason)
@@ -180,39 +204,42 @@ class PermissionsPlugin:
 
 
 def effective_mode(
-    config: PermissionsConfig, agent: Agent | None, family: Family
+    config: PermissionsConfig,
+    agent: Agent | None,
+    family: Family,
+    logged: LoggedMode = scan_mode,
 ) -> tuple[Mode, str | None]:
     """The mode the agent's tool calls are judged in, and the id of the agent above it that
     mode comes from (``None``: its own). An agent's own mode is the last ``permissions/mode``
     of its session (``agent.set_permission_mode``, ``/plan``, ``/approve``, a profile's
     ``permission_mode``), else the configured one. A sub-agent (one ``family``, the harness's,
     knows a parent of) runs under the strictest of its own mode and those of every agent above
-    it as they are now: a parent switched to ``read-only`` holds its running children to it."""
+    it as they are now: a parent switched to ``read-only`` holds its running children to it.
+    ``logged`` finds a session's last logged mode: by default it reads the log back from its
+    end; the plugin passes its own, which keeps it as events are appended."""
     if agent is None:
         return config.mode, None
-    mode, source = own_mode(config, agent), None
+    mode, source = own_mode(config, agent, logged), None
     for above in _ancestors(agent, family):
-        theirs = own_mode(config, above)
+        theirs = own_mode(config, above, logged)
         if _STRICTNESS[theirs] < _STRICTNESS[mode]:
             mode, source = theirs, above.id
     return mode, source
 
 
-def own_mode(config: PermissionsConfig, agent: Agent) -> Mode:
-    """The agent's own mode: the last ``permissions/mode`` of its session, else ``config``'s."""
-    # Per tool call: the latest mode change, without building the chunk events on the way.
-    last = next(agent.session.events.select(PermissionModeChange, reverse=True), None)
-    if last is None:
+def own_mode(config: PermissionsConfig, agent: Agent, logged: LoggedMode = scan_mode) -> Mode:
+    """The agent's own mode: the last ``permissions/mode`` of its session (as ``logged`` finds
+    it), else ``config``'s."""
+    mode = logged(agent.session)
+    if mode is None:
         return config.mode
-    change = last.data
-    assert isinstance(change, PermissionModeChange)  # what select() gives
-    if change.mode not in PERMISSION_MODES:  # a log written by a build that knows more modes
+    if mode not in PERMISSION_MODES:  # a log written by a build that knows more modes
         raise DshError(
-            f"the session of agent {agent.id!r} is in permission mode {change.mode!r}, which "
+            f"the session of agent {agent.id!r} is in permission mode {mode!r}, which "
             f"this build does not know: set one of {PERMISSION_MODES} with "
             "agent.set_permission_mode"
         )
-    return change.mode
+    return mode
 
 
 def _ancestors(agent: Agent, family: Family) -> Iterator[Agent]:

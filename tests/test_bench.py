@@ -137,23 +137,37 @@ async def test_bad_programs_and_unprogrammed_requests_say_what_to_do(fast_url: s
     assert status == 409 and b"/bench/program" in text
 
 
-async def test_the_mock_answers_requests_in_pieces_and_on_one_connection(fast_url: str) -> None:
-    port = int(fast_url.rsplit(":", 1)[1])
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+class Written(asyncio.Transport):
+    """A transport that keeps what the protocol writes, and whether it was closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data = b""
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.data += bytes(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_mock_answers_requests_in_pieces_and_on_one_connection() -> None:
+    connection, transport = fastmock.Connection(fastmock.Mock()), Written()
+    connection.connection_made(transport)
     stats = b"GET /bench/stats HTTP/1.1\r\nHost: t\r\n\r\n"
-    writer.write(stats[:9])
-    await writer.drain()
-    await asyncio.sleep(0.01)
-    writer.write(
+    connection.data_received(stats[:9])  # a request cut anywhere waits for the rest
+    assert transport.data == b""
+    connection.data_received(
         stats[9:] + b"GET /nowhere?x=1 HTTP/1.1\r\n\r\n"
         b"POST /bench/program HTTP/1.1\r\nConnection: close\r\n\r\n"
     )
-    data = await reader.read()  # to the end: a POST without a length closes the connection
-    writer.close()
-    responses = data.split(b"HTTP/1.1 ")[1:]
+    responses = transport.data.split(b"HTTP/1.1 ")[1:]
     assert [response[:3] for response in responses] == [b"200", b"404", b"411"]
     assert b'"served": 0' in responses[0] and b"no route GET /nowhere" in responses[1]
-    assert b"Connection: close" in responses[2]
+    assert b"Connection: close" in responses[2] and transport.closed
+    connection.connection_lost(None)
+    assert connection.transport is None
 
 
 async def test_the_logged_floor_persists_every_event_it_keeps(

@@ -31,10 +31,18 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
+from dsh.llm._framing import PayloadFraming, payload_text
 from dsh.llm._sse import DONE, SseEvent, SseParser
 from dsh.values._errors import LlmError
 
-__all__ = ["EventReader", "HttpClient", "StreamLimits", "decode_json"]
+__all__ = [
+    "EventReader",
+    "HttpClient",
+    "PayloadReader",
+    "StreamLimits",
+    "decode_json",
+    "decode_payload",
+]
 
 
 def decode_json(data: str | bytes) -> Any:
@@ -92,13 +100,82 @@ class StreamLimits(Protocol):
     def max_event_bytes(self) -> int | None: ...
 
 
-class EventReader:
+class _Reader:
+    """The deadlines and the network reads of a streamed answer (see the module docstring); a
+    subclass frames what is read."""
+
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        *,
+        idle_timeout_s: float,
+        first_data_timeout_s: float,
+        end: str,
+        keepalives: str,
+    ) -> None:
+        self._response = response
+        self._idle_timeout_s = idle_timeout_s
+        self._first_data_timeout_s = max(first_data_timeout_s, idle_timeout_s)
+        self._end = end
+        self._keepalives = keepalives
+        self._loop = asyncio.get_running_loop()
+        now = self._loop.time()
+        self._deadline = now + idle_timeout_s
+        self._queue_deadline = now + self._first_data_timeout_s
+        self._started = False
+
+    async def _read(self) -> bytes:
+        """The next network read (never empty)."""
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                data = await self._response.content.readany()
+        except TimeoutError as exc:
+            raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
+        except aiohttp.ClientError as exc:
+            raise LlmError.of(
+                "STREAM_CLOSED",
+                f"the connection broke before {self._end}: {type(exc).__name__}: {exc}",
+            ) from exc
+        if not data:
+            raise LlmError.of("STREAM_CLOSED", f"the stream ended without {self._end}")
+        return data
+
+    def _progress(self, data: bool, done: bool, traffic: bool) -> None:
+        """Move the deadline after a read: ``data`` events or the end are progress; before
+        any, other ``traffic`` (keep-alives, events without data) extends the wait up to the
+        first-data deadline."""
+        now = self._loop.time()
+        if data or done:
+            self._started = True
+            self._deadline = now + self._idle_timeout_s
+        elif not self._started and traffic:
+            self._deadline = min(now + self._idle_timeout_s, self._queue_deadline)
+
+    def finish(self, *, complete: bool) -> None:
+        """Let the response go: after a complete stream its connection may return to the pool;
+        after anything else (a failure, a cancelled consumer) it is dropped at once."""
+        if complete:
+            self._response.release()
+        else:
+            self._response.close()
+
+    def _timeout_message(self) -> str:
+        if self._started or self._deadline < self._queue_deadline:
+            return f"the stream made no progress for {self._idle_timeout_s} s"
+        return (
+            f"no data within {self._first_data_timeout_s} s: the request stayed queued "
+            f"(only {self._keepalives}); raise first_data_timeout_s to wait longer"
+        )
+
+
+class EventReader(_Reader):
     """Reads SSE events off a response with an idle deadline that only data events move once
     data has started (see the module docstring).
 
     ``end`` names what ends the stream in the failure messages (``[DONE]``, ``message_stop``).
     ``keepalive`` tells events that are keep-alives rather than data (e.g. the Messages API's
-    ``ping``): they are treated like comments and not returned."""
+    ``ping``): they are treated like comments and not returned. An adapter that reads only the
+    events' data uses :class:`PayloadReader`, which frames faster."""
 
     def __init__(
         self,
@@ -110,17 +187,15 @@ class EventReader:
         end: str = DONE,
         keepalive: Callable[[SseEvent], bool] | None = None,
     ) -> None:
+        super().__init__(
+            response,
+            idle_timeout_s=idle_timeout_s,
+            first_data_timeout_s=first_data_timeout_s,
+            end=end,
+            keepalives="keep-alive comments" if keepalive is None else "keep-alives",
+        )
         self.parser = SseParser(max_event_bytes=max_event_bytes)
-        self._response = response
-        self._idle_timeout_s = idle_timeout_s
-        self._first_data_timeout_s = max(first_data_timeout_s, idle_timeout_s)
-        self._end = end
         self._keepalive = keepalive
-        self._loop = asyncio.get_running_loop()
-        now = self._loop.time()
-        self._deadline = now + idle_timeout_s
-        self._queue_deadline = now + self._first_data_timeout_s
-        self._started = False
 
     @classmethod
     def limited(
@@ -143,36 +218,13 @@ class EventReader:
 
     async def read(self) -> list[SseEvent]:
         """The data events of the next network read (possibly none)."""
-        try:
-            async with asyncio.timeout_at(self._deadline):
-                data = await self._response.content.readany()
-        except TimeoutError as exc:
-            raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
-        except aiohttp.ClientError as exc:
-            raise LlmError.of(
-                "STREAM_CLOSED",
-                f"the connection broke before {self._end}: {type(exc).__name__}: {exc}",
-            ) from exc
-        if not data:
-            raise LlmError.of("STREAM_CLOSED", f"the stream ended without {self._end}")
+        data = await self._read()
         comments = self.parser.comments
         received = self.parser.feed(data)
         events = self._data_events(received)
-        now = self._loop.time()
-        if events or self.parser.done:
-            self._started = True
-            self._deadline = now + self._idle_timeout_s
-        elif not self._started and (received or self.parser.comments > comments):
-            self._deadline = min(now + self._idle_timeout_s, self._queue_deadline)
+        traffic = bool(received) or self.parser.comments > comments
+        self._progress(bool(events), self.parser.done, traffic)
         return events
-
-    def finish(self, *, complete: bool) -> None:
-        """Let the response go: after a complete stream its connection may return to the pool;
-        after anything else (a failure, a cancelled consumer) it is dropped at once."""
-        if complete:
-            self._response.release()
-        else:
-            self._response.close()
 
     def _data_events(self, received: list[SseEvent]) -> list[SseEvent]:
         if self._keepalive is None:
@@ -180,11 +232,62 @@ class EventReader:
         keepalive = self._keepalive
         return [event for event in received if not keepalive(event)]
 
-    def _timeout_message(self) -> str:
-        if self._started or self._deadline < self._queue_deadline:
-            return f"the stream made no progress for {self._idle_timeout_s} s"
-        traffic = "keep-alive comments" if self._keepalive is None else "keep-alives"
-        return (
-            f"no data within {self._first_data_timeout_s} s: the request stayed queued "
-            f"(only {traffic}); raise first_data_timeout_s to wait longer"
+
+class PayloadReader(_Reader):
+    """:class:`EventReader` for an adapter that reads only the events' data (every
+    OpenAI-style stream ends at ``[DONE]``): :meth:`read` gives the data of each data event of
+    a read as the bytes it was sent in, framed without building events
+    (:class:`~dsh.llm._framing.PayloadFraming`; an event of an unusual shape comes as text),
+    and :func:`decode_payload` decodes one as :func:`decode_json` decodes the event's data."""
+
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        *,
+        idle_timeout_s: float,
+        first_data_timeout_s: float,
+        max_event_bytes: int | None = None,
+    ) -> None:
+        super().__init__(
+            response,
+            idle_timeout_s=idle_timeout_s,
+            first_data_timeout_s=first_data_timeout_s,
+            end=DONE,
+            keepalives="keep-alive comments",
         )
+        self.parser = PayloadFraming(max_event_bytes)
+
+    @classmethod
+    def limited(cls, response: aiohttp.ClientResponse, limits: StreamLimits) -> PayloadReader:
+        """A reader with an adapter config's deadlines and event size bound."""
+        return cls(
+            response,
+            idle_timeout_s=limits.idle_timeout_s,
+            first_data_timeout_s=limits.first_data_timeout_s,
+            max_event_bytes=limits.max_event_bytes,
+        )
+
+    async def read(self) -> list[bytes | str]:
+        """The data of the data events of the next network read (possibly none)."""
+        data = await self._read()
+        comments = self.parser.comments
+        payloads = self.parser.feed(data)
+        self._progress(bool(payloads), self.parser.done, self.parser.comments > comments)
+        return payloads
+
+
+def decode_payload(payload: bytes | str, sender: str) -> Any:
+    """:func:`decode_json` of the text the payload's event carries (its bytes decoded as the
+    SSE parser decodes a data line: UTF-8, invalid bytes replaced), reading valid bytes
+    directly. Data that is not JSON fails the stream: ``LlmError`` ``MALFORMED_RESPONSE``,
+    quoting it and naming the ``sender``."""
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        text = payload_text(payload)
+        try:
+            return decode_json(text)
+        except ValueError as exc:
+            raise LlmError.of(
+                "MALFORMED_RESPONSE", f"{sender} sent an event that is not JSON: {text:.200}"
+            ) from exc

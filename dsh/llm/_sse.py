@@ -34,7 +34,7 @@ from attrs import frozen
 from dsh.values._errors import LlmError
 from dsh.values._value import Value
 
-__all__ = ["DONE", "SseEvent", "SseParser", "parse_sse"]
+__all__ = ["DONE", "SseEvent", "SseParser", "event_too_big", "parse_sse"]
 
 DONE = "[DONE]"
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -101,13 +101,8 @@ class SseParser:
         """Fail once the event being built (with the unfinished line) is over the bound."""
         if self.max_event_bytes is None or self.done:
             return
-        size = self._event_bytes + self._partial_bytes
-        if size > self.max_event_bytes:
-            raise LlmError.of(
-                "MALFORMED_RESPONSE",
-                f"one server-sent event is over {self.max_event_bytes} bytes (max_event_bytes): "
-                "the stream is not a well-formed event stream",
-            )
+        if self._event_bytes + self._partial_bytes > self.max_event_bytes:
+            raise event_too_big(self.max_event_bytes)
 
     def _lines(self, lines: list[bytes]) -> list[SseEvent]:
         if self._at_start:
@@ -163,6 +158,15 @@ class SseParser:
         if not data:
             return None
         return SseEvent("\n".join(data), event or "message", self._last_id)
+
+
+def event_too_big(max_event_bytes: int) -> LlmError:
+    """The failure of a stream with an event over ``max_event_bytes``."""
+    return LlmError.of(
+        "MALFORMED_RESPONSE",
+        f"one server-sent event is over {max_event_bytes} bytes (max_event_bytes): "
+        "the stream is not a well-formed event stream",
+    )
 
 
 def parse_sse(stream: bytes) -> list[SseEvent]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import structlog
@@ -28,7 +27,7 @@ from dsh.plugin import (
 from dsh.plugin import deepseek_model_info as model_info
 from dsh.plugin import deepseek_served_ids as served_ids
 from dsh.plugin import deepseek_wire_name as wire_name
-from dsh.plugin.http import EventReader, HttpClient, SseEvent, decode_json
+from dsh.plugin.http import HttpClient, PayloadReader, decode_payload
 from dsh_plugins.llm_deepseek.config import PROVIDER, DeepSeekConfig
 from dsh_plugins.llm_deepseek.failures import (
     QUOTE_CHARS,
@@ -99,11 +98,11 @@ class DeepSeekAdapter:
             self.url_for(request), encode_body(request, model, history), model, request
         )
         translator = ChunkTranslator()
-        reader = EventReader.limited(response, self.config)
+        reader = PayloadReader.limited(response, self.config)
         try:
             while not reader.parser.done:
-                for event in await reader.read():
-                    for chunk in translator.feed(_json(event)):
+                for payload in await reader.read():
+                    for chunk in translator.feed(decode_payload(payload, "DeepSeek")):
                         yield chunk
             for chunk in translator.done():
                 yield chunk
@@ -176,12 +175,3 @@ async def _body_start(response: aiohttp.ClientResponse) -> bytes:
     except aiohttp.ClientError:
         return b""  # a body that broke off says nothing reliable: the status speaks
     return body
-
-
-def _json(event: SseEvent) -> Any:
-    try:
-        return decode_json(event.data)
-    except ValueError as exc:
-        raise LlmError.of(
-            "MALFORMED_RESPONSE", f"DeepSeek sent an event that is not JSON: {event.data:.200}"
-        ) from exc

@@ -18,7 +18,7 @@ import structlog
 
 from dsh.plugin import LlmError, LlmFailure, LlmRequest, ModelInfo, StreamChunk
 from dsh.plugin import api_key as stored_api_key
-from dsh.plugin.http import EventReader, HttpClient, SseEvent, decode_json
+from dsh.plugin.http import HttpClient, PayloadReader, decode_json, decode_payload
 from dsh_plugins.llm_providers.failures import QUOTE, http_failure, not_a_stream
 from dsh_plugins.llm_providers.listing import listed_models
 from dsh_plugins.llm_providers.profiles import Provider
@@ -81,11 +81,11 @@ class ProviderAdapter:
             provider.cached_tokens,
             provider.reasoning_passback,
         )
-        reader = EventReader.limited(response, provider.settings)
+        reader = PayloadReader.limited(response, provider.settings)
         try:
             while not reader.parser.done and not translator.failed:
-                for event in await reader.read():
-                    for chunk in translator.feed(_payload(provider.name, event)):
+                for payload in await reader.read():
+                    for chunk in translator.feed(decode_payload(payload, provider.name)):
                         yield chunk
             for chunk in translator.done():
                 yield chunk
@@ -171,12 +171,3 @@ async def _failure_of(provider: str, response: aiohttp.ClientResponse) -> LlmFai
         return None
     body = await response.content.read(64 * QUOTE)
     return not_a_stream(provider, response.status, response.content_type, response.headers, body)
-
-
-def _payload(provider: str, event: SseEvent) -> Any:
-    try:
-        return decode_json(event.data)
-    except ValueError as exc:
-        raise LlmError.of(
-            "MALFORMED_RESPONSE", f"{provider} sent an event that is not JSON: {event.data:.200}"
-        ) from exc

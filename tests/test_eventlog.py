@@ -194,9 +194,9 @@ def test_every_other_event_has_no_packed_data() -> None:
     )
 )
 def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
-    """``log(data)``, and ``log_chunk`` for a stream chunk, leave the log as ``append(data)``
-    does (with the same clock), packed or not."""
-    logged, appended = Session("s"), Session("s")
+    """``log(data)``, and ``log_chunk`` or a step's ``chunk_log`` for a stream chunk, leave the
+    log as ``append(data)`` does (with the same clock), packed or not."""
+    logged, bound, appended = Session("s"), Session("s"), Session("s")
     chunks = get_args(StreamChunk)  # every chunk class
     times = itertools.count(1_700_000_000)
     with pytest.MonkeyPatch.context() as patch:
@@ -207,10 +207,25 @@ def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
             else:
                 logged.log(item)
         times = itertools.count(1_700_000_000)
+        log = bound.chunk_log(1, 2)
+        for item in items:
+            if isinstance(item, chunks):
+                log(item)
+            else:
+                bound.log(item)
+        times = itertools.count(1_700_000_000)
         for item in items:
             appended.append(AssistantChunk(1, 2, item) if isinstance(item, chunks) else item)
-    assert logged._events == appended._events or any(d != d for d in items)
-    assert list(logged.events) == list(appended.events) or any(d != d for d in items)
+    for session in (logged, bound):
+        assert session._events == appended._events or any(d != d for d in items)
+        assert list(session.events) == list(appended.events) or any(d != d for d in items)
+
+
+def test_a_steps_chunk_log_announces_chunk_events_where_an_observer_takes_them() -> None:
+    session, seen = _observed(AssistantChunk)
+    session.chunk_log(1, 2)(TextDelta(0, "hi"))
+    assert seen == [AssistantChunk(1, 2, TextDelta(0, "hi"))]
+    assert list(session.events.select(AssistantChunk)) == [session.events[0]]
 
 
 def _observed(*classes: type[Any]) -> tuple[Session, list[object]]:

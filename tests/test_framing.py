@@ -107,6 +107,7 @@ def _outcome(feed: object, read: bytes) -> object:
 )
 @example(b"\n\n\xef\xbb\xbfdata: x\n\n", [2], None)
 @example(b": a\n", [], None)
+@example(b"data: x\n\n\ndata: y\n\n", [], None)
 @example(b"data: x\n\n\n\ndata: y\n\n", [8], 9)
 def test_fast_framing_agrees_with_the_reference_read_for_read(
     stream: bytes, cuts: list[int], bound: int | None

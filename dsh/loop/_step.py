@@ -152,13 +152,14 @@ class Step:
         stream = await self.harness.llm.stream(request)
         assembler = BlockAssembler()
         agent, turn, step = self.agent, self.turn, self.step
-        log = agent.session.log_chunk
+        log = agent.session.chunk_log(turn, step)
         observe = self.harness.hooks.agent_stream_chunk
+        push = assembler.push
 
         def record(chunk: StreamChunk) -> None:
-            log(turn, step, chunk)
+            log(chunk)
             observe(agent, turn, step, chunk)
-            assembler.push(chunk)
+            push(chunk)
 
         try:
             async for chunk in stream:

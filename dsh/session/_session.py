@@ -7,13 +7,14 @@ beside it: anything a model sees must be reconstructable from the session.
 from __future__ import annotations
 
 import builtins
+import functools
 import itertools
 import os
 import re
 import secrets
 import socket
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -368,6 +369,26 @@ class Session:
                 self._events.append(packed)
                 return
         self._add(AssistantChunk.type, AssistantChunk(turn, step, chunk), now)
+
+    def chunk_log(self, turn: int, step: int) -> Callable[[StreamChunk], None]:
+        """:meth:`log_chunk` bound to step ``step`` of turn ``turn``, for the chunks of one
+        stream: whether any ``dsh_session_event`` implementation takes chunk events is asked
+        once, here, and where none does, each chunk the log keeps packed is packed and appended
+        with no call between (a plugin registered while the stream runs sees the next one's)."""
+        hooks = self._hooks
+        if hooks is not None and hooks.session_event_observed(AssistantChunk):
+            return functools.partial(self.log_chunk, turn, step)
+        append, now, add, name = self._events.append, time.time, self._add, AssistantChunk.type
+
+        def log(chunk: StreamChunk) -> None:
+            when = now()
+            packed = pack_chunk(when, turn, step, chunk)
+            if packed is None:
+                add(name, AssistantChunk(turn, step, chunk), when)
+            else:
+                append(packed)
+
+        return log
 
     def append_raw(self, type: str, data: Mapping[str, Any]) -> SessionEvent:
         """Append an event of a ``type`` nobody registered, its ``data`` the raw JSON mapping,

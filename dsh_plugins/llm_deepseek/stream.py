@@ -170,27 +170,36 @@ class ChunkTranslator:
             choice = choices[0]
             delta = choice.get("delta")
             if delta:
-                self._delta(delta, out)
+                # Nearly every payload is one delta of text (or of reasoning): tested inline,
+                # with _text's rule (None is empty, anything but a string is malformed).
+                reasoning = delta.get("reasoning_content")
+                if reasoning is not None:
+                    if reasoning.__class__ is not str:
+                        _text(reasoning)
+                    if reasoning:
+                        block = self._reasoning
+                        if block is None:
+                            block = self._reasoning = self._open("reasoning", out)
+                        block.parts.append(reasoning)
+                        out.append(ReasoningDelta(block.index, reasoning))
+                content = delta.get("content")
+                if content is not None:
+                    if content.__class__ is not str:
+                        _text(content)
+                    if content:
+                        block = self._text
+                        if block is None:
+                            block = self._text = self._open("text", out)
+                        block.parts.append(content)
+                        out.append(TextDelta(block.index, content))
+                fragments = delta.get("tool_calls")
+                if fragments:
+                    for fragment in fragments:
+                        self._tool_fragment(fragment, out)
             reason = choice.get("finish_reason")
             if reason is not None:
                 self._finish_reason = _text(reason)
         return out
-
-    def _delta(self, delta: Any, out: list[StreamChunk]) -> None:
-        reasoning = _text(delta.get("reasoning_content"))
-        if reasoning:
-            if self._reasoning is None:
-                self._reasoning = self._open("reasoning", out)
-            self._reasoning.parts.append(reasoning)
-            out.append(ReasoningDelta(self._reasoning.index, reasoning))
-        content = _text(delta.get("content"))
-        if content:
-            if self._text is None:
-                self._text = self._open("text", out)
-            self._text.parts.append(content)
-            out.append(TextDelta(self._text.index, content))
-        for fragment in delta.get("tool_calls") or ():
-            self._tool_fragment(fragment, out)
 
     def _tool_fragment(self, fragment: Any, out: list[StreamChunk]) -> None:
         function = fragment.get("function") or {}

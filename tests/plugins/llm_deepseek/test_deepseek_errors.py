@@ -184,6 +184,7 @@ async def test_stream_faults_raise_after_what_streamed_before(
     [
         ["not", "an", "object"],
         choice({"content": 5}),
+        choice({"reasoning_content": ["x"]}),
         choice({"tool_calls": [{"index": 0, "function": {"arguments": ["x"]}}]}),
         {"choices": {"0": {}}},
     ],

@@ -18,7 +18,8 @@ several times (medians; five by default):
   end of the turn (:class:`JsonLines`);
 - **dsh** as users run it: every entry-point plugin loaded — permissions, budgets, compaction,
   retry, JSONL persistence, otel, the file and shell tools, ... — with the host's echo tool and
-  a no-op ``dsh_agent_stream_chunk`` observer (a host that shows the stream has one). The
+  a no-op ``dsh_agent_stream_batch`` observer (a host that shows the stream has one; it
+  draws once per network read, as the batch form lets it). The
   tools the floor does not offer are left out of the request (``AgentOptions(tools=...)``),
   not out of the harness.
 
@@ -472,7 +473,7 @@ class Bench:
         schema = ToolSchema("echo", "Echo the text.", ECHO_SCHEMA["function"]["parameters"])  # type: ignore[index]
         register(Tool(schema, echo, concurrency_safe=True))
 
-    def dsh_agent_stream_chunk(self, chunk: Any) -> None:
+    def dsh_agent_stream_batch(self, chunks: Any) -> None:
         return None
 
 

@@ -224,8 +224,30 @@ def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
 def test_a_steps_chunk_log_announces_chunk_events_where_an_observer_takes_them() -> None:
     session, seen = _observed(AssistantChunk)
     session.chunk_log(1, 2)(TextDelta(0, "hi"))
-    assert seen == [AssistantChunk(1, 2, TextDelta(0, "hi"))]
-    assert list(session.events.select(AssistantChunk)) == [session.events[0]]
+    session.chunk_batch_log(1, 2)([TextDelta(0, "a"), TextDelta(0, "b")])
+    assert seen == [AssistantChunk(1, 2, TextDelta(0, t)) for t in ("hi", "a", "b")]
+    assert list(session.events.select(AssistantChunk)) == list(session.events)
+    assert session.events[1].time == session.events[2].time  # one read, one clock reading
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(stream_chunks, max_size=12), st.lists(st.integers(0, 12), max_size=4))
+def test_a_batch_log_keeps_what_appending_each_chunk_keeps(
+    chunks: list[Any], cuts: list[int]
+) -> None:
+    """``chunk_batch_log`` logs a read's chunks as ``append`` would, one clock reading each
+    read (here the clock stands still)."""
+    batched, appended = Session("s"), Session("s")
+    points = sorted(cut % (len(chunks) + 1) for cut in cuts)
+    ends = [0, *points, len(chunks)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("dsh.session._session.time.time", lambda: 1_700_000_000.0)
+        log = batched.chunk_batch_log(1, 2)
+        for start, stop in itertools.pairwise(ends):
+            log(chunks[start:stop])
+        for chunk in chunks:
+            appended.append(AssistantChunk(1, 2, chunk))
+    assert batched._events == appended._events or any(c != c for c in chunks)
 
 
 def _observed(*classes: type[Any]) -> tuple[Session, list[object]]:

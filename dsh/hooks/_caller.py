@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import operator
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pluggy
@@ -427,6 +427,19 @@ class Hooks:
 
     def agent_stream_chunk(self, agent: Agent, turn: int, step: int, chunk: StreamChunk) -> None:
         self.runtime.notifier("dsh_agent_stream_chunk")(agent, turn, step, chunk)
+
+    def agent_stream_batch(
+        self, agent: Agent, turn: int, step: int, chunks: Sequence[StreamChunk]
+    ) -> None:
+        self.runtime.notifier("dsh_agent_stream_batch")(agent, turn, step, chunks)
+
+    def stream_observers(self) -> tuple[bool, bool]:
+        """Whether ``dsh_agent_stream_chunk`` and ``dsh_agent_stream_batch`` have
+        implementations: a step calls neither per chunk or per read where none would run."""
+        return (
+            bool(self.runtime.impls("dsh_agent_stream_chunk")),
+            bool(self.runtime.impls("dsh_agent_stream_batch")),
+        )
 
     async def agent_request_error(
         self, agent: Agent, turn: int, step: int, failure: LlmFailure, attempt: int

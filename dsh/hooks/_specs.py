@@ -23,7 +23,7 @@ inside a turn ends the turn (never the loop); the error names the plugin and the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dsh.hooks._markers import Stop, spec
@@ -378,6 +378,28 @@ def dsh_agent_stream_chunk(agent: Agent, turn: int, step: int, chunk: StreamChun
     :param step: The step's number within its turn (from 1).
     :param chunk: The chunk just streamed; a failure raised by the adapter arrives as the
         finish chunk it is logged as.
+    """
+
+
+@spec("notify-sync")
+def dsh_agent_stream_batch(
+    agent: Agent, turn: int, step: int, chunks: Sequence[StreamChunk]
+) -> None:
+    """The chunks of one network read together, after they are logged: the UI feed of a host
+    that draws once per read rather than once per chunk (a reply of thousands of deltas
+    arrives in a few dozen reads). Every chunk of the step comes to this hook once, in order:
+    from an adapter that streams in batches (:class:`~dsh.llm._batches.ChunkBatches`) a read's
+    chunks come together; from one that streams chunk by chunk, each chunk is a batch of its own.
+
+    Notify-sync: every implementation is called synchronously, in call order (``async def``
+    is refused when the plugin loads); what it returns is ignored, and an exception is logged
+    without reaching the step or the other implementations.
+
+    :param agent: The agent whose step is streaming.
+    :param turn: The number of the step's turn.
+    :param step: The step's number within its turn (from 1).
+    :param chunks: The chunks, in order (never empty); a failure raised by the adapter arrives
+        as the finish chunk it is logged as.
     """
 
 

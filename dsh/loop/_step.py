@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from dsh.llm._assembler import AssembledMessage, BlockAssembler
+from dsh.llm._batches import ChunkBatches
 from dsh.llm._prompt import PromptAssembly, render
 from dsh.loop._dispatch import ToolDispatch, with_unique_call_ids
 from dsh.loop._failures import StepFailed, adapter_error, failed_finish, failure_of
@@ -151,19 +152,48 @@ class Step:
     async def _stream(self, request: LlmRequest) -> AssembledMessage:
         stream = await self.harness.llm.stream(request)
         assembler = BlockAssembler()
-        agent, turn, step = self.agent, self.turn, self.step
-        log = agent.session.chunk_log(turn, step)
-        observe = self.harness.hooks.agent_stream_chunk
+        agent, turn, step, session = self.agent, self.turn, self.step, self.agent.session
+        hooks = self.harness.hooks
+        per_chunk, per_batch = hooks.stream_observers()
+        observe, observe_batch = hooks.agent_stream_chunk, hooks.agent_stream_batch
         push = assembler.push
 
         def record(chunk: StreamChunk) -> None:
+            # The reference: what record_batch does for each batch, one chunk at a time.
             log(chunk)
             observe(agent, turn, step, chunk)
+            if per_batch:
+                observe_batch(agent, turn, step, (chunk,))
             push(chunk)
 
+        def record_batch(batch: list[StreamChunk]) -> None:
+            if not batch:
+                return
+            done = 0
+            try:
+                for chunk in batch:
+                    done += 1
+                    push(chunk)
+            finally:
+                # Logged and observed up to the chunk the assembler refused, if it did: as far
+                # as record would have gone.
+                kept = batch if done == len(batch) else batch[:done]
+                log_batch(kept)
+                if per_chunk:
+                    for chunk in kept:
+                        observe(agent, turn, step, chunk)
+                if per_batch:
+                    observe_batch(agent, turn, step, kept)
+
+        log = session.chunk_log(turn, step)
+        log_batch = session.chunk_batch_log(turn, step)
         try:
-            async for chunk in stream:
-                record(chunk)
+            if isinstance(stream, ChunkBatches):
+                async for batch in stream.batches():
+                    record_batch(batch)
+            else:
+                async for chunk in stream:
+                    record(chunk)
         except (HookError, asyncio.CancelledError):
             raise
         except Exception as exc:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from dsh.cluster import HostLost, Pool
     from dsh.hooks._markers import Stop, for_events, hookimpl
     from dsh.llm._assembler import AssembledMessage, BlockAssembler, assemble
+    from dsh.llm._batches import ChunkBatches
     from dsh.llm._deepseek import model_info as deepseek_model_info
     from dsh.llm._deepseek import served_ids as deepseek_served_ids
     from dsh.llm._deepseek import wire_name as deepseek_wire_name
@@ -206,6 +207,7 @@ __all__ = [
     "BlockStart",
     "BlockType",
     "BufferedStore",
+    "ChunkBatches",
     "Command",
     "ConfigError",
     "Content",
@@ -377,6 +379,7 @@ _HOMES = {
     "BlockType": "dsh.values._chunks",
     "BufferedStore": "dsh.session._store",
     "CORE_EVENT_TYPES": "dsh.values._events",
+    "ChunkBatches": "dsh.llm._batches",
     "Command": "dsh.app._harness",
     "ConfigError": "dsh.values._errors",
     "Content": "dsh.values._agent",

@@ -390,6 +390,32 @@ class Session:
 
         return log
 
+    def chunk_batch_log(self, turn: int, step: int) -> Callable[[Sequence[StreamChunk]], None]:
+        """:meth:`chunk_log` for the chunks of one network read at a time: they are logged in
+        order with one clock reading (they arrived together)."""
+        hooks = self._hooks
+        if hooks is not None and hooks.session_event_observed(AssistantChunk):
+            add, now, name = self._add, time.time, AssistantChunk.type
+
+            def log_each(chunks: Sequence[StreamChunk]) -> None:
+                when = now()
+                for chunk in chunks:
+                    add(name, AssistantChunk(turn, step, chunk), when)
+
+            return log_each
+        append, now, add, name = self._events.append, time.time, self._add, AssistantChunk.type
+
+        def log(chunks: Sequence[StreamChunk]) -> None:
+            when = now()
+            for chunk in chunks:
+                packed = pack_chunk(when, turn, step, chunk)
+                if packed is None:
+                    add(name, AssistantChunk(turn, step, chunk), when)
+                else:
+                    append(packed)
+
+        return log
+
     def append_raw(self, type: str, data: Mapping[str, Any]) -> SessionEvent:
         """Append an event of a ``type`` nobody registered, its ``data`` the raw JSON mapping,
         as a log written by a plugin that is no longer installed holds it (the store kit

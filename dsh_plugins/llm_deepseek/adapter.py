@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 import structlog
 
 from dsh.plugin import (
+    ChunkBatches,
     HistoryMemo,
     LlmError,
     LlmFailure,
@@ -89,8 +90,11 @@ class DeepSeekAdapter:
         base = f"{self.base_url}/beta" if uses_strict_tools(request) else self.base_url
         return f"{base}/chat/completions"
 
-    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
-        """The chunks of one streamed completion."""
+    def stream(self, request: LlmRequest) -> ChunkBatches:
+        """The chunks of one streamed completion, a network read's together."""
+        return ChunkBatches(self._batches(request))
+
+    async def _batches(self, request: LlmRequest) -> AsyncGenerator[list[StreamChunk], None]:
         model = wire_name(request.model.removeprefix(f"{PROVIDER}/"))
         encoded = self._encoded[passes_reasoning_back(request)]
         history = encoded.results(request.session_id, request.messages)
@@ -98,14 +102,20 @@ class DeepSeekAdapter:
             self.url_for(request), encode_body(request, model, history), model, request
         )
         translator = ChunkTranslator()
+        feed = translator.feed
         reader = PayloadReader.limited(response, self.config)
         try:
             while not reader.parser.done:
-                for payload in await reader.read():
-                    for chunk in translator.feed(decode_payload(payload, "DeepSeek")):
-                        yield chunk
-            for chunk in translator.done():
-                yield chunk
+                batch: list[StreamChunk] = []
+                try:
+                    for payload in await reader.read():
+                        batch += feed(decode_payload(payload, "DeepSeek"))
+                except Exception:
+                    if batch:
+                        yield batch  # what streamed before the failure is kept
+                    raise
+                yield batch
+            yield translator.done()
         finally:
             reader.finish(complete=reader.parser.done)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
 import structlog
 
-from dsh.plugin import LlmError, LlmFailure, LlmRequest, ModelInfo, StreamChunk
+from dsh.plugin import ChunkBatches, LlmError, LlmFailure, LlmRequest, ModelInfo, StreamChunk
 from dsh.plugin import api_key as stored_api_key
 from dsh.plugin.http import HttpClient, PayloadReader, decode_json, decode_payload
 from dsh_plugins.llm_providers.failures import QUOTE, http_failure, not_a_stream
@@ -67,8 +67,11 @@ class ProviderAdapter:
             return f"no API key for {self.provider.name}: {self.provider.key_hint}"
         return None
 
-    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]:
-        """The chunks of one streamed completion."""
+    def stream(self, request: LlmRequest) -> ChunkBatches:
+        """The chunks of one streamed completion, a network read's together."""
+        return ChunkBatches(self._batches(request))
+
+    async def _batches(self, request: LlmRequest) -> AsyncGenerator[list[StreamChunk], None]:
         provider = self.provider
         missing = self.unavailable(request.model)
         if missing is not None:
@@ -84,11 +87,16 @@ class ProviderAdapter:
         reader = PayloadReader.limited(response, provider.settings)
         try:
             while not reader.parser.done and not translator.failed:
-                for payload in await reader.read():
-                    for chunk in translator.feed(decode_payload(payload, provider.name)):
-                        yield chunk
-            for chunk in translator.done():
-                yield chunk
+                batch: list[StreamChunk] = []
+                try:
+                    for payload in await reader.read():
+                        batch += translator.feed(decode_payload(payload, provider.name))
+                except Exception:
+                    if batch:
+                        yield batch  # what streamed before the failure is kept
+                    raise
+                yield batch
+            yield translator.done()
         finally:
             reader.finish(complete=reader.parser.done)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from attrs import field, frozen
 
+from dsh.session._text import file_change
 from dsh.values._config import at_least
 from dsh.values._content import Text
 from dsh.values._errors import DshError
@@ -39,12 +40,14 @@ from dsh.values._events import (
     SessionEvent,
     SessionRewind,
     ToolCallEvent,
+    ToolResultEvent,
     TurnStart,
     UserMessage,
 )
 from dsh.values._value import Value
 
 if TYPE_CHECKING:
+    from dsh.session._log import EventLog
     from dsh.session._session import Session, SessionRegistry
     from dsh.tools._registry import ToolRegistry
 
@@ -214,23 +217,13 @@ def shell_tools(tools: ToolRegistry) -> set[str]:
     return {name for name in tools.names() if getattr(tools.get(name), "effect", "") == "execute"}
 
 
-def _what(change: FileChange) -> str:
-    if change.before is None:
-        return "created"
-    if change.after is None:
-        return "deleted"
-    return "changed"
-
-
 def changed_files(events: Sequence[SessionEvent]) -> list[str]:
     """For each turn in which the file tools changed files, a line naming the turn and one
     line per change (``created``, ``changed``, ``deleted``, by which tool), for a person."""
     lines: list[str] = []
     for turn, changes in sorted(changes_by_turn(events).items()):
         lines.append(f"turn {turn}: {len(changes)} file change(s)")
-        for change in changes:
-            kept = f" (not restorable: {change.lost})" if change.lost else ""
-            lines.append(f"  {_what(change):8} {change.path} [{change.tool}]{kept}")
+        lines += [f"  {file_change(change)}" for change in changes]
     return lines
 
 
@@ -380,6 +373,24 @@ def _restore_one(
     return True
 
 
+#: The codes of a call's result that say its tool never ran.
+NOT_RUN = frozenset({"DENIED", "ABORTED_BEFORE_DISPATCH", "UNKNOWN_TOOL", "INVALID_ARGS"})
+
+
+def _ran(events: EventLog, turn: int, tools: Collection[str]) -> int:
+    """How many calls of ``tools`` in turn ``turn`` and later ran (were not refused)."""
+    calls = [e.data for e in events.select(ToolCallEvent, ToolResultEvent)]
+    refused = {c.call_id for c in calls if isinstance(c, ToolResultEvent) and c.code in NOT_RUN}
+    return sum(
+        1
+        for c in calls
+        if isinstance(c, ToolCallEvent)
+        and c.turn >= turn
+        and c.name in tools
+        and c.call_id not in refused
+    )
+
+
 async def rewind(
     sessions: SessionRegistry,
     source: Session,
@@ -399,12 +410,7 @@ async def rewind(
     events = source.events
     start = turn_start(events, turn)
     changes = turn_changes(events, turn)
-    calls = [e.data for e in events.select(ToolCallEvent)]
-    shell_calls = sum(
-        1
-        for call in calls
-        if isinstance(call, ToolCallEvent) and call.turn >= turn and call.name in shell_tools
-    )
+    shell_calls = _ran(events, turn, shell_tools)
     target = source if in_place else sessions.fork(source, start - 1, fork_id)
     restored, conflicts, lost = _restore(
         source if in_place else None, changes, _blobs(events), force

@@ -237,7 +237,7 @@ def prepare_move(path: Path, name: str, to: Path, to_name: str) -> bytes:
     _require_file(path, name)
     if to == path:
         raise ToolError(f"{name} and {to_name} are the same path", "INVALID_ARGS")
-    if to.exists() or to.is_symlink():
+    if to.exists():
         raise ToolError(
             f"{to_name} already exists; delete it first or give another destination",
             "ALREADY_EXISTS",

@@ -41,7 +41,8 @@ def script() -> list[Any]:
 
 
 async def three_turns(workspace: Path) -> str:
-    config = {"permissions": {"mode": "full", "rules": [{"tool": "shell", "match": "rm *", "action": "deny"}]}}
+    deny_rm = {"tool": "shell", "match": "rm *", "action": "deny"}
+    config = {"permissions": {"mode": "full", "rules": [deny_rm]}}
     async with Harness(config=config) as h:
         h.llm.register_adapter(["m"], ScriptedAdapter(script()))
         options = AgentOptions(model="m", workspace=str(workspace))
@@ -75,7 +76,7 @@ def test_show_diff_and_rewind_from_the_command_line(tmp_path: Path) -> None:
         f"  created {b} [write_file]",
         "turn 3: 1 file change(s)",
     ]
-    assert any(f"file/changed" in line and f"deleted {a} [delete_file]" in line for line in lines)
+    assert any("file/changed" in line and f"deleted {a} [delete_file]" in line for line in lines)
     assert any("file/blob" in line and "kept 8 bytes as sha256:" in line for line in lines)
 
     diff = dsh("diff", "s", "--turn", "2")

@@ -173,9 +173,7 @@ async def test_a_fork_continues_the_conversation_and_keeps_its_checkpoints(
 async def test_in_place_logs_the_rewind_which_can_itself_be_rewound(tmp_path: Path) -> None:
     workspace, session_id, trees, stored = await three_turns(tmp_path, STORES["sqlite"])
     before_turn_2 = trees[2]
-    report, events, original = await rewound(
-        tmp_path, STORES["sqlite"], session_id, in_place=True
-    )
+    report, events, original = await rewound(tmp_path, STORES["sqlite"], session_id, in_place=True)
     assert report.session_id == session_id
     assert tree(workspace) == dict(before_turn_2, **{"shell.txt": b"untracked\n"})
     assert len(original) == len(events) > stored

@@ -139,3 +139,15 @@ def test_bad_turns_and_unknown_sessions(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["sessions", "rewind", "nope", "--to-turn", "1", "--in-place"]) == 2
     assert main(["sessions", "diff", "s", "--turn", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "--- /dev/null"
+
+
+def test_rewind_in_this_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    asyncio.run(three_turns(tmp_path))
+    assert main(["sessions", "show", "s"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "turn 1: 1 file change(s)"
+    assert main(["sessions", "rewind", "s", "--to-turn", "3"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "continue with: dsh sessions resume s-fork-1"
+    assert (tmp_path / "a.txt").read_text() == "one\nTWO\n"
+    assert main(["sessions", "rewind", "s", "--to-turn", "2", "--in-place"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "rewound s to before turn 2 in place"
+    assert (tmp_path / "a.txt").read_text() == "one\ntwo\n"

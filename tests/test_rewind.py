@@ -10,9 +10,22 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, DshError, Harness, RewindReport
-from dsh.plugin import FileBlob, FileChange, SessionRewind
+from dsh.plugin import (
+    CheckpointCaps,
+    FileBlob,
+    FileChange,
+    Session,
+    SessionRewind,
+    digest_of,
+    record_change,
+    record_failure,
+)
+from dsh.session._rewind import _put as put
+from dsh.session._rewind import changed_files, rewind, turn_diff
+from dsh.session._text import describe
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
-from dsh.values._events import ContextMessage, TurnEnd, TurnStart, UserMessage
+from dsh.values._content import Text
+from dsh.values._events import ContextMessage, TurnCompleted, TurnEnd, TurnStart, UserMessage
 from dsh_plugins.persistence_jsonl import JsonlStore
 from dsh_plugins.persistence_sqlite import SqliteStore
 from dsh_plugins.tools_fs import FsToolsPlugin
@@ -179,6 +192,10 @@ async def test_in_place_logs_the_rewind_which_can_itself_be_rewound(tmp_path: Pa
     assert len(original) == len(events) > stored
     rewind = events[-1].data
     assert isinstance(rewind, SessionRewind) and rewind.to_turn == 2
+    assert describe(events[-1]) == (
+        f"files of {session_id} rewound to before turn 2: 6 restored, 0 conflict(s) kept, "
+        "0 not restorable, 1 shell command(s) not undone"
+    )
     assert sorted(rewind.restored) == sorted(report.restored)
     note = events[-2].data
     assert isinstance(note, ContextMessage)
@@ -286,3 +303,129 @@ async def test_rewind_refuses_an_unknown_turn_and_a_busy_agent(tmp_path: Path) -
             await agent.rewind(2)
         report = await agent.rewind(1)
     assert report.lines()[1] == "  no file was changed by the file tools since then"
+
+
+# -- the checkpoints and the rewind, on a log made by hand -----------------------------------
+
+
+def in_turn(session: Session, n: int) -> None:
+    session.append(UserMessage((Text(f"turn {n}"),)))
+    session.append(TurnStart(n))
+
+
+def end_turn(session: Session, n: int) -> None:
+    session.append(TurnEnd(n, TurnCompleted()))
+
+
+def changed(session: Session, path: Path, content: bytes | None, tool: str = "t") -> None:
+    """Record a change of ``path`` to ``content`` and make it, as a file tool does."""
+    before = path.read_bytes() if path.exists() else None
+    after = None if content is None else digest_of(content)
+    record_change(session, tool=tool, path=path, before=before, after=after)
+    if content is None:
+        path.unlink()
+    else:
+        path.write_bytes(content)
+
+
+async def rewind_alone(session: Session, turn: int, **options: Any) -> RewindReport:
+    async with Harness(load_entrypoints=False) as h:
+        return (await rewind(h.sessions, session, turn, **options))[1]
+
+
+async def test_what_cannot_be_read_or_written_back_is_a_conflict(tmp_path: Path) -> None:
+    session = Session("s")
+    in_turn(session, 1)
+    dir_now, under_file = tmp_path / "was-a-file", tmp_path / "d" / "x.txt"
+    under_file.parent.mkdir()
+    under_file.write_bytes(b"x0")
+    changed(session, dir_now, b"file")
+    changed(session, under_file, b"x")
+    end_turn(session, 1)
+    in_turn(session, 2)
+    changed(session, under_file, None)
+    end_turn(session, 2)
+    # Since then, by something else: a directory where the file was, a file where "d" was.
+    dir_now.unlink()
+    (dir_now / "inside").mkdir(parents=True)
+    under_file.parent.rmdir()
+    under_file.parent.write_text("now a file")
+    for in_place in (False, True):
+        report = await rewind_alone(session, 1, in_place=in_place, force=True)
+        assert report.conflicts == (str(dir_now), str(under_file))
+    failed = [e.data for e in session.events if isinstance(e.data, FileChange) and e.data.error]
+    assert [(c.tool, c.path) for c in failed] == [("rewind", str(under_file))]
+
+
+def test_a_failed_write_back_leaves_no_temporary_file(tmp_path: Path) -> None:
+    target = tmp_path / "dir"
+    (target / "inside").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError):
+        put(target, b"content")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
+
+
+async def test_a_checkpoint_missing_from_the_log_is_not_restorable(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("now")
+    session = Session("s")
+    in_turn(session, 1)
+    session.append(FileChange(1, "t", str(path), digest_of(b"gone"), digest_of(b"now")))
+    end_turn(session, 1)
+    report = await rewind_alone(session, 1)
+    assert report.lost == (str(path),) and path.read_text() == "now"
+
+
+def test_diffs_and_the_files_each_turn_changed(tmp_path: Path) -> None:
+    text, binary, big, same, fresh = (
+        tmp_path / n for n in ("t.txt", "b.bin", "big", "same", "fresh")
+    )
+    binary.write_bytes(b"\xff\xfe")
+    big.write_text("big")
+    same.write_text("same")
+    session = Session("s")
+    in_turn(session, 1)
+    changed(session, text, b"one\n")
+    changed(session, binary, None)
+    changed(session, same, b"same")
+    changed(session, fresh, b"new\n")
+    record_change(session, tool="t", path=big, before=b"big", after=None, caps=CheckpointCaps(1, 1))
+    big.unlink()
+    record_failure(session, tool="t", path=text, kept=digest_of(b"one\n"), error="boom")
+    end_turn(session, 1)
+    in_turn(session, 2)
+    end_turn(session, 2)
+    in_turn(session, 3)
+    changed(session, text, b"two\n")
+    end_turn(session, 3)
+    text.write_text("changed outside\n")
+    events = session.events
+    assert turn_diff(events, 1) == [
+        "--- /dev/null",
+        f"+++ b{text}",
+        "@@ -0,0 +1 @@",
+        "+one",
+        f"{binary}: binary content, 2 -> 0 bytes",
+        f"{same}: unchanged",
+        "--- /dev/null",
+        f"+++ b{fresh}",
+        "@@ -0,0 +1 @@",
+        "+new",
+        f"{big}: content not kept ({digest_of(b'big')} -> no file)",
+    ]
+    assert turn_diff(events, 2) == ["turn 2 changed no file through the file tools"]
+    one, two = digest_of(b"one\n"), digest_of(b"two\n")
+    assert turn_diff(events, 3) == [f"{text}: content not kept ({one} -> {two})"]
+    assert changed_files(events) == [
+        "turn 1: 5 file change(s)",
+        f"  created {text} [t]",
+        f"  deleted {binary} [t]",
+        f"  changed {same} [t]",
+        f"  created {fresh} [t]",
+        f"  deleted {big} [t] (not restorable: 3 bytes, over the cap of 1 per file)",
+        "turn 3: 1 file change(s)",
+        f"  changed {text} [t]",
+    ]
+    words = [describe(e) for e in events if e.type.startswith("file/")]
+    assert f"not changed (boom) {text} [t]" in words
+    assert "kept 2 bytes as sha256:" + digest_of(b"\xff\xfe")[7:19] in words

@@ -10,9 +10,10 @@ it by whichever store holds the session. Content over a cap (per file, per sessi
 the change is logged with ``lost`` saying why, and that file cannot be rewound.
 
 :func:`rewind` reads those events: for every path changed since turn ``N`` began, its state
-before the first of those changes is the one to restore, and its state after the last is the
-one the file must still be in — else something else changed it since, and it is kept as a
-conflict unless ``force``.
+before the first of those changes is the one to restore, and the file must still be in one of
+the states those changes left it in (normally the last one; an earlier one where a rewind of a
+fork put it back) — else something else changed it since, and it is kept as a conflict unless
+``force``.
 """
 
 from __future__ import annotations
@@ -169,12 +170,15 @@ def turn_start(events: Sequence[SessionEvent], turn: int) -> int:
 @frozen(repr=False)
 class PathChanges(Value):
     """What the file tools did to one path since a turn: its digest ``before`` the first change
-    (``None``: no file), why that was not kept (``lost``), and its digest ``after`` the last."""
+    (``None``: no file), why that was not kept (``lost``), its digest ``after`` the last, and
+    every state the changes ``passed`` through (a file in one of them was not changed by
+    anything else: a fork's rewind, say, put it back there)."""
 
     path: str
     before: str | None
     after: str | None
     lost: str | None
+    passed: frozenset[str | None]
 
 
 def turn_changes(
@@ -189,10 +193,12 @@ def turn_changes(
         if not isinstance(data, FileChange) or not since_turn <= data.turn <= last:
             continue
         first = found.get(data.path)
+        states = frozenset((data.before, data.after))
         if first is None:
-            found[data.path] = PathChanges(data.path, data.before, data.after, data.lost)
+            found[data.path] = PathChanges(data.path, data.before, data.after, data.lost, states)
         else:
-            found[data.path] = PathChanges(data.path, first.before, data.after, first.lost)
+            passed = first.passed | states
+            found[data.path] = PathChanges(data.path, first.before, data.after, first.lost, passed)
     return list(found.values())
 
 
@@ -344,7 +350,7 @@ def _restore(
             lost.append(change.path)
         elif problem is None and now == change.before:
             restored.append(change.path)
-        elif problem is not None or (now != change.after and not force):
+        elif problem is not None or (now not in change.passed and not force):
             conflicts.append(change.path)
         else:
             done = _restore_one(session, path, now, change.before, blobs)

@@ -10,6 +10,7 @@ import pytest
 
 from dsh import AgentOptions, Harness, ToolExecution
 from dsh.plugin import FileBlob, FileChange, ToolError, digest_of
+from dsh_plugins.permissions import PermissionsPlugin
 from dsh_plugins.tools_fs import FsToolsPlugin, files
 from tests.plugins.tools_fs.support import Call, failed, ok, text
 
@@ -128,3 +129,22 @@ async def test_a_call_outside_any_agent_changes_without_recording(
         outcome = await h.tools.execute(ToolExecution("c1", "write_file", args))
     assert text(outcome) == "created a.txt (1 bytes, 1 lines)"
     assert (workspace / "a.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize("mode", ["read-only", "plan"])
+async def test_the_permission_policy_holds_deletes_and_moves_like_writes(
+    workspace: Path, mode: str
+) -> None:
+    (workspace / "a.txt").write_text("a")
+    config = {"permissions": {"mode": mode}}
+    plugins = [FsToolsPlugin, PermissionsPlugin]
+    async with Harness(load_entrypoints=False, plugins=plugins, config=config) as h:
+        agent = h.agent_loop.create("fs", AgentOptions(workspace=str(workspace)))
+        for name, args in (
+            ("delete_file", {"path": "a.txt"}),
+            ("move_file", {"path": "a.txt", "to": "b"}),
+        ):
+            outcome = await h.tools.execute(ToolExecution("c", name, json.dumps(args), agent))
+            assert (outcome.is_error, outcome.code) == (True, "DENIED")
+        assert not [e for e in agent.session.events if isinstance(e.data, FileChange)]
+    assert (workspace / "a.txt").read_text() == "a"

@@ -41,7 +41,6 @@ from dsh.loop._dispatch import call_ids
 from dsh.loop._handle import AgentHandle
 from dsh.loop._profiles import options_for
 from dsh.loop._step import Step, StepOutcome
-from dsh.session._rewind import RewindReport, rewind, shell_tools
 from dsh.session._session import agent_id_of, new_session_id
 from dsh.values._agent import Agent, AgentOptions, AgentStatus, Continuation
 from dsh.values._config import AgentLoopConfig
@@ -84,34 +83,10 @@ class LoopAgent(AgentHandle):
         self._call_ids: set[str] | None = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dsh:{agent_id}")
 
-    async def rewind(
-        self, turn: int, *, in_place: bool = False, force: bool = False
-    ) -> RewindReport:
-        """Put every file the built-in file tools changed since turn ``turn`` began back as it
-        was before it, and continue in a fork of the session whose history ends before that
-        turn (the current session is closed, left whole in its store); ``in_place``: continue
-        in this session, which logs the rewind and tells the model. A file changed since by
-        anything else is kept and reported as a conflict unless ``force``. Only while idle."""
-        if not self.idle or self._disposing:
-            raise DshError(f"agent {self.id!r} is {self.status}: rewind it once it is idle")
-        sessions = self.harness.sessions
-        fork_id = None if in_place else new_session_id(self.id)
-        session, report = await rewind(
-            sessions,
-            self.session,
-            turn,
-            in_place=in_place,
-            force=force,
-            shell_tools=shell_tools(self.harness.tools),
-            fork_id=fork_id,
-        )
-        if session is not self.session:
-            old, self.session = self.session, session
-            self._turn = session.last_turn
-            self._call_ids = None
-            structlog.contextvars.bind_contextvars(session=session.id)
-            await sessions.close(old)
-        return report
+    def _continue_in(self, session: Session) -> None:
+        super()._continue_in(session)
+        self._turn = session.last_turn
+        self._call_ids = None
 
     async def _set_status(self, status: AgentStatus) -> None:
         self.status = status

@@ -30,6 +30,7 @@ from dsh_plugins.persistence_jsonl import JsonlStore
 from dsh_plugins.persistence_sqlite import SqliteStore
 from dsh_plugins.tools_fs import FsToolsPlugin
 from dsh_plugins.tools_shell import ShellToolPlugin
+from tests.test_recovery import FullDisk
 
 #: A store plugin instance for a test's directory.
 StoreFactory = Callable[[Path], Any]
@@ -429,3 +430,27 @@ def test_diffs_and_the_files_each_turn_changed(tmp_path: Path) -> None:
     words = [describe(e) for e in events if e.type.startswith("file/")]
     assert f"not changed (boom) {text} [t]" in words
     assert "kept 2 bytes as sha256:" + digest_of(b"\xff\xfe")[7:19] in words
+
+
+async def test_a_rewind_whose_fork_cannot_be_saved_says_so_and_stays(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    store = FullDisk()
+    async with Harness(load_entrypoints=False, plugins=[FsToolsPlugin, store], config=FULL) as h:
+        h.llm.register_adapter(
+            ["m"], ScriptedAdapter(turn(("write_file", {"path": "a", "content": "x"})))
+        )
+        agent = h.agent_loop.create("a", AgentOptions(model="m", workspace=str(workspace)))
+        agent.send("go")
+        await agent.wait_idle()
+        first = agent.session.id
+        store.full.add("flush")
+        with pytest.raises(
+            DshError,
+            match=r"the files were put back, but session .* could not be saved .*No space left",
+        ):
+            await agent.rewind(1)
+        assert agent.session.id == first
+        assert [s.id for s in h.sessions.list()] == [first]
+        store.full.clear()
+    assert not (workspace / "a").exists()

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         SessionConflict,
         SessionSummary,
         Writer,
+        error_messages,
         summary_message,
     )
     from dsh.session._store import (
@@ -346,6 +347,7 @@ __all__ = [
     "deepseek_wire_name",
     "digest_of",
     "dumps",
+    "error_messages",
     "event_type_of",
     "file_content",
     "find_config",
@@ -551,6 +553,7 @@ _HOMES = {
     "retry_after_s": "dsh.llm._headers",
     "schema_problem": "dsh.tools._schema",
     "start_export": "dsh.app._otlp",
+    "error_messages": "dsh.session._session",
     "summary_message": "dsh.session._session",
     "text_of": "dsh.values._content",
     "title_of": "dsh.session._store",

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from attrs import field, frozen
 
+from dsh.session._session import error_messages
 from dsh.session._text import file_change
 from dsh.values._config import at_least
 from dsh.values._content import Text
@@ -119,7 +120,7 @@ def record_change(
             lost = _over_cap(len(before), sum(held.values()), caps)
             if lost is None:
                 encoded = base64.b64encode(before).decode("ascii")
-                session.append(FileBlob(digest or "", len(before), encoded))
+                session.append(FileBlob(digest_of(before), len(before), encoded))
     turn = session.last_turn
     session.append(FileChange(turn, tool, str(path), digest, after, call_id, lost))
     if lost is None:
@@ -430,5 +431,13 @@ async def rewind(
     target.append(
         SessionRewind(source.id, turn, report.restored, report.conflicts, report.lost, shell_calls)
     )
-    await target.flush()
+    try:
+        await target.flush()
+    except Exception as exc:
+        if not in_place:
+            await sessions.close(target)  # given up: the agent stays where it was
+        raise DshError(
+            f"the files were put back, but session {target.id!r} could not be saved "
+            f"({error_messages(exc)}): {'; '.join(report.lines())}"
+        ) from exc
     return target, report

@@ -25,6 +25,7 @@ from dsh.plugin import (
     ToolExecution,
     confine,
     digest_of,
+    error_messages,
     hookimpl,
     record_change,
     record_failure,
@@ -72,8 +73,15 @@ async def _changing(
             )
         )
     ]
-    await session.checkpoint()
     try:
+        try:
+            await session.checkpoint()
+        except Exception as exc:
+            raise ToolError(
+                "nothing was changed: the session could not save the file's previous state "
+                f"({error_messages(exc)})",
+                "SESSION_NOT_SAVED",
+            ) from exc
         done = await asyncio.to_thread(apply)
     except ToolError as exc:
         for path, before, _ in changes:

@@ -13,6 +13,7 @@ from dsh.plugin import FileBlob, FileChange, ToolError, digest_of
 from dsh_plugins.permissions import PermissionsPlugin
 from dsh_plugins.tools_fs import FsToolsPlugin, files
 from tests.plugins.tools_fs.support import Call, failed, ok, text
+from tests.test_recovery import FullDisk
 
 
 async def test_delete_file_removes_a_file_and_refuses_the_rest(call: Call, workspace: Path) -> None:
@@ -147,4 +148,20 @@ async def test_the_permission_policy_holds_deletes_and_moves_like_writes(
             outcome = await h.tools.execute(ToolExecution("c", name, json.dumps(args), agent))
             assert (outcome.is_error, outcome.code) == (True, "DENIED")
         assert not [e for e in agent.session.events if isinstance(e.data, FileChange)]
+    assert (workspace / "a.txt").read_text() == "a"
+
+
+async def test_nothing_is_changed_when_the_previous_state_cannot_be_saved(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("a")
+    store = FullDisk("checkpoint")
+    config = {"permissions": {"mode": "full"}}
+    async with Harness(load_entrypoints=False, plugins=[FsToolsPlugin, store], config=config) as h:
+        agent = h.agent_loop.create("fs", AgentOptions(workspace=str(workspace)))
+        args = json.dumps({"path": "a.txt"})
+        outcome = await h.tools.execute(ToolExecution("c", "delete_file", args, agent))
+        assert (outcome.is_error, outcome.code) == (True, "SESSION_NOT_SAVED")
+        assert "nothing was changed" in text(outcome) and "No space left" in text(outcome)
+        changes = [e.data for e in agent.session.events if isinstance(e.data, FileChange)]
+        assert [c.error is None for c in changes] == [True, False]
+        store.full.clear()
     assert (workspace / "a.txt").read_text() == "a"

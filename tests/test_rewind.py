@@ -452,5 +452,8 @@ async def test_a_rewind_whose_fork_cannot_be_saved_says_so_and_stays(tmp_path: P
             await agent.rewind(1)
         assert agent.session.id == first
         assert [s.id for s in h.sessions.list()] == [first]
+        with pytest.raises(DshError, match=r"but session '[^']+' could not be saved"):
+            await agent.rewind(1, in_place=True)  # the rewind stays logged, to save later
+        assert isinstance(agent.session.events[-1].data, SessionRewind)
         store.full.clear()
     assert not (workspace / "a").exists()

@@ -24,8 +24,15 @@ from dsh.session._rewind import _put as put
 from dsh.session._rewind import changed_files, rewind, turn_diff
 from dsh.session._text import describe
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
-from dsh.values._content import Text
-from dsh.values._events import ContextMessage, TurnCompleted, TurnEnd, TurnStart, UserMessage
+from dsh.values._content import Text, text_of
+from dsh.values._events import (
+    ContextMessage,
+    ToolResultEvent,
+    TurnCompleted,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+)
 from dsh_plugins.persistence_jsonl import JsonlStore
 from dsh_plugins.persistence_sqlite import SqliteStore
 from dsh_plugins.tools_fs import FsToolsPlugin
@@ -235,8 +242,8 @@ async def test_content_over_a_cap_is_changed_but_not_restorable_and_the_user_is_
         agent = h.agent_loop.create("a", AgentOptions(model="m", workspace=str(workspace)))
         agent.send("go")
         await agent.wait_idle()
-        results = [e.data for e in agent.session.events if e.type == "tool/result"]
-        said = [r.content[0].text for r in results]
+        results = [e.data for e in agent.session.events if isinstance(e.data, ToolResultEvent)]
+        said = [text_of(r.content) for r in results]
         assert "not kept for rewind (100 bytes, over the cap of 50 per file)" in said[0]
         assert "note" not in said[1]
         assert "the session already keeps 10 bytes, cap 15" in said[2]

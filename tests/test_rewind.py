@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dsh import AgentOptions, DshError, Harness, RewindReport
+from dsh.loop._recovery import pending_messages
 from dsh.plugin import (
     CheckpointCaps,
     FileBlob,
@@ -27,11 +28,13 @@ from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 from dsh.values._content import Text, text_of
 from dsh.values._events import (
     ContextMessage,
+    QueuedMessage,
     ToolResultEvent,
     TurnCompleted,
     TurnEnd,
     TurnStart,
     UserMessage,
+    WithdrawnMessage,
 )
 from dsh_plugins.persistence_jsonl import JsonlStore
 from dsh_plugins.persistence_sqlite import SqliteStore
@@ -464,3 +467,20 @@ async def test_a_rewind_whose_fork_cannot_be_saved_says_so_and_stays(tmp_path: P
         assert isinstance(agent.session.events[-1].data, SessionRewind)
         store.full.clear()
     assert not (workspace / "a").exists()
+
+
+async def test_a_fork_withdraws_what_was_queued_for_a_turn_it_leaves_out(tmp_path: Path) -> None:
+    session = Session("s")
+    in_turn(session, 1)
+    queued = session.append(QueuedMessage((Text("then this"),))).seq  # typed during turn 1
+    kept = session.append(QueuedMessage((Text("never answered"),))).seq
+    end_turn(session, 1)
+    session.append(UserMessage((Text("then this"),), queued_seq=queued))
+    session.append(TurnStart(2))
+    end_turn(session, 2)
+    async with Harness(load_entrypoints=False) as h:
+        fork, _ = await rewind(h.sessions, session, 2)
+        events = list(fork.events)
+    assert isinstance(events[-2].data, WithdrawnMessage) and events[-2].data.queued_seq == queued
+    # Resuming the fork does not send turn 2's message again; one never answered still waits.
+    assert [m.queued_seq for m in pending_messages(events)] == [kept]

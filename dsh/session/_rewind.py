@@ -41,10 +41,12 @@ from dsh.values._events import (
     FileChange,
     SessionEvent,
     SessionRewind,
+    SteeringMessage,
     ToolCallEvent,
     ToolResultEvent,
     TurnStart,
     UserMessage,
+    WithdrawnMessage,
 )
 from dsh.values._value import Value
 
@@ -380,6 +382,15 @@ def _restore_one(
     return True
 
 
+def _answered_later(events: EventLog, start: int) -> list[int]:
+    """The ``inbox/queued`` messages before ``start`` that a message at or after it answered:
+    a fork ending at ``start`` withdraws them, so that resuming it does not send them again."""
+    later = [e.data for e in events[start:] if isinstance(e.data, UserMessage | SteeringMessage)]
+    return sorted(
+        {m.queued_seq for m in later if m.queued_seq is not None and m.queued_seq < start}
+    )
+
+
 #: The codes of a call's result that say its tool never ran.
 NOT_RUN = frozenset({"DENIED", "ABORTED_BEFORE_DISPATCH", "UNKNOWN_TOOL", "INVALID_ARGS"})
 
@@ -419,6 +430,9 @@ async def rewind(
     changes = turn_changes(events, turn)
     shell_calls = _ran(events, turn, shell_tools)
     target = source if in_place else sessions.fork(source, start - 1, fork_id)
+    if not in_place:
+        for seq in _answered_later(events, start):
+            target.append(WithdrawnMessage(seq))
     restored, conflicts, lost = _restore(
         source if in_place else None, changes, _blobs(events), force
     )

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from dsh.hooks._markers import Stop, for_events, hookimpl
     from dsh.llm._prompt import PromptSection
     from dsh.loop._output import OutputError
+    from dsh.session._rewind import RewindReport
     from dsh.tools._define import tool
     from dsh.tools._registry import Tool, ToolExecution, ToolOutcome
     from dsh.values._agent import Agent, AgentOptions, Continuation, Retry
@@ -35,6 +36,7 @@ __all__ = [
     "PluginLoadError",
     "PromptSection",
     "Retry",
+    "RewindReport",
     "RunResult",
     "Stop",
     "Tool",
@@ -63,6 +65,7 @@ _HOMES = {
     "Harness": "dsh.app._harness",
     "Stop": "dsh.hooks._markers",
     "OutputError": "dsh.loop._output",
+    "RewindReport": "dsh.session._rewind",
     "RunResult": "dsh.app._runner",
     "run": "dsh.app._runner",
     "run_sync": "dsh.app._runner",

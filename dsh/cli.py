@@ -29,6 +29,7 @@ from dsh.hooks._loading import ENTRY_POINT_GROUP
 from dsh.llm._service import ANY_MODEL, ModelInfo
 from dsh.loop import _recovery as recovery
 from dsh.loop._family import family_lines
+from dsh.session._rewind import changed_files, rewind, shell_tools, turn_diff
 from dsh.session._session import Session, error_messages
 from dsh.session._text import brief, describe, outcome
 from dsh.session._verify import verify
@@ -236,7 +237,41 @@ async def _sessions_show(harness: Harness, args: argparse.Namespace) -> int:
     print(f"session {args.id}: {len(events)} events, {turns} turns")
     for line in family_lines(events):
         print(line)
+    for line in changed_files(events):
+        print(line)
     _print_events(events)
+    return 0
+
+
+async def _sessions_rewind(harness: Harness, args: argparse.Namespace) -> int:
+    if args.in_place:
+        # Written: take its writer lock (and close a turn a crash left open), as resume does.
+        await _load(harness, args.id)
+        source = await recovery.reopen(harness.sessions, args.id)
+    else:
+        # Read, never written, as fork reads it.
+        source = Session(args.id, await _load(harness, args.id))
+    fork_id = None if args.in_place else await _fork_id(harness, args.id)
+    target, report = await rewind(
+        harness.sessions,
+        source,
+        args.to_turn,
+        in_place=args.in_place,
+        force=args.force,
+        shell_tools=shell_tools(harness.tools),
+        fork_id=fork_id,
+    )
+    await harness.sessions.close(target)
+    for line in report.lines():
+        print(line)
+    if not args.in_place:
+        print(f"continue with: dsh sessions resume {target.id}")
+    return 1 if report.conflicts or report.lost else 0
+
+
+async def _sessions_diff(harness: Harness, args: argparse.Namespace) -> int:
+    for line in turn_diff(await _load(harness, args.id), args.turn):
+        print(line)
     return 0
 
 
@@ -337,11 +372,13 @@ _SESSION_ACTIONS: dict[str, Callable[[Harness, argparse.Namespace], Awaitable[in
     "resume": _sessions_resume,
     "fork": _sessions_fork,
     "replay": _sessions_replay,
+    "rewind": _sessions_rewind,
+    "diff": _sessions_diff,
 }
 
 
 def _sessions(harness: Harness, args: argparse.Namespace) -> int:
-    """``dsh sessions list|show|resume|fork|replay``: exit 2 for an unknown session id."""
+    """``dsh sessions list|show|resume|fork|replay|rewind|diff``: exit 2 for an unknown id."""
     if args.action is None:
         args.sessions_parser.print_help()
         return 2
@@ -385,7 +422,27 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
     replay_ = actions.add_parser(
         "replay", help="verify that the logged chunks give the logged messages (exit 1 if not)"
     )
-    for sub in (show, resume, fork, replay_):
+    rewind_ = actions.add_parser(
+        "rewind",
+        help="put the files the file tools changed since a turn back, and continue in a fork "
+        "whose history ends before it",
+    )
+    rewind_.add_argument(
+        "--to-turn", type=int, required=True, metavar="N", help="the turn to rewind to before"
+    )
+    rewind_.add_argument(
+        "--in-place",
+        action="store_true",
+        help="continue in the same session (it logs the rewind) instead of a fork",
+    )
+    rewind_.add_argument(
+        "--force",
+        action="store_true",
+        help="also overwrite files changed since by something else (conflicts)",
+    )
+    diff = actions.add_parser("diff", help="what the file tools changed on disk in a turn")
+    diff.add_argument("--turn", type=int, required=True, metavar="N", help="the turn")
+    for sub in (show, resume, fork, replay_, rewind_, diff):
         sub.add_argument("id", metavar="ID", help="the session id")
 
 
@@ -592,7 +649,7 @@ def _core_commands() -> list[tuple[str, str, Any, Any]]:
         ("config", "show configuration sections (--dump: effective values)", _config, dump_flag),
         (
             "sessions",
-            "list, show, resume, fork or replay (verify) stored sessions",
+            "list, show, resume, fork, replay (verify), rewind or diff stored sessions",
             _sessions,
             _sessions_arguments,
         ),

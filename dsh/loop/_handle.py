@@ -12,9 +12,12 @@ import asyncio
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from attrs import evolve
 
 from dsh.loop._inbox import Inbox, InboxMessage, Signal
+from dsh.session._rewind import RewindReport, rewind, shell_tools
+from dsh.session._session import new_session_id
 from dsh.values._agent import PERMISSION_MODES, AgentOptions, AgentStatus, Content, PermissionMode
 from dsh.values._content import MessageSource, UserSource, as_blocks
 from dsh.values._errors import DshError
@@ -111,6 +114,37 @@ class AgentHandle:
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
+
+    async def rewind(
+        self, turn: int, *, in_place: bool = False, force: bool = False
+    ) -> RewindReport:
+        """Put every file the built-in file tools changed since turn ``turn`` began back as it
+        was before it, and continue in a fork of the session whose history ends before that
+        turn (the current session is closed, left whole in its store); ``in_place``: continue
+        in this session, which logs the rewind and tells the model. A file changed since by
+        anything else is kept and reported as a conflict unless ``force``. Only while idle."""
+        if not self.idle or self._disposing:
+            raise DshError(f"agent {self.id!r} is {self.status}: rewind it once it is idle")
+        sessions = self.harness.sessions
+        session, report = await rewind(
+            sessions,
+            self.session,
+            turn,
+            in_place=in_place,
+            force=force,
+            shell_tools=shell_tools(self.harness.tools),
+            fork_id=None if in_place else new_session_id(self.id),
+        )
+        if session is not self.session:
+            old = self.session
+            self._continue_in(session)
+            await sessions.close(old)
+        return report
+
+    def _continue_in(self, session: Session) -> None:
+        """From now on the agent's conversation is ``session`` (a rewind's fork)."""
+        self.session = session
+        structlog.contextvars.bind_contextvars(session=session.id)
 
     def set_permission_mode(self, mode: PermissionMode) -> None:
         """Logged ``permissions/mode``: the permission policy judges later calls in ``mode``."""

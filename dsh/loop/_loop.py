@@ -83,6 +83,11 @@ class LoopAgent(AgentHandle):
         self._call_ids: set[str] | None = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dsh:{agent_id}")
 
+    def _continue_in(self, session: Session) -> None:
+        super()._continue_in(session)
+        self._turn = session.last_turn
+        self._call_ids = None
+
     async def _set_status(self, status: AgentStatus) -> None:
         self.status = status
         if status != "running" and not self.inbox.has_queued:

@@ -13,12 +13,15 @@ import attrs
 from dsh.values._content import Block, ToolCall, text_of
 from dsh.values._events import (
     ErrorEvent,
+    FileBlob,
+    FileChange,
     HistoryPrune,
     HistoryRewriteEnd,
     HistoryRewriteStart,
     HistorySummary,
     RawEventData,
     SessionEvent,
+    SessionRewind,
     StepBoundary,
     ToolCallEvent,
     TurnEnd,
@@ -27,7 +30,7 @@ from dsh.values._events import (
     TurnStart,
 )
 
-__all__ = ["brief", "describe", "outcome"]
+__all__ = ["brief", "describe", "file_change", "outcome"]
 
 
 def brief(value: Any, limit: int = 70) -> str:
@@ -58,6 +61,8 @@ def describe(event: SessionEvent) -> str:
         return brief(f"{data.message} [{data.code}]" if data.code else data.message)
     if isinstance(data, HistoryRewriteStart | HistoryPrune | HistorySummary | HistoryRewriteEnd):
         return brief(_rewrite(data))
+    if isinstance(data, FileChange | FileBlob | SessionRewind):
+        return brief(_files(data), 200)
     content: tuple[Block, ...] | None = getattr(data, "content", None)
     if content is not None:
         return _content(content, getattr(data, "model", None))
@@ -76,6 +81,34 @@ def _rewrite(data: HistoryRewriteStart | HistoryPrune | HistorySummary | History
         return f"summary of the history before seq {data.replaces_upto}: {data.summary}"
     failed = f"; {data.error}" if data.error else ""
     return f"history now about {data.tokens_after:,} tokens{failed}"
+
+
+def file_change(change: FileChange) -> str:
+    """A file change in words: ``changed /w/a.txt [edit_file]`` and what was not kept."""
+    if change.error is not None:
+        what = f"not changed ({change.error})"
+    elif change.before is None:
+        what = "created"
+    elif change.after is None:
+        what = "deleted"
+    else:
+        what = "changed"
+    lost = f" (not restorable: {change.lost})" if change.lost else ""
+    return f"{what} {change.path} [{change.tool}]{lost}"
+
+
+def _files(data: FileChange | FileBlob | SessionRewind) -> str:
+    if isinstance(data, FileChange):
+        return file_change(data)
+    if isinstance(data, FileBlob):
+        return f"kept {data.size:,} bytes as {data.digest[:19]}"
+    counts = [
+        f"{len(data.restored)} restored",
+        f"{len(data.conflicts)} conflict(s) kept",
+        f"{len(data.lost)} not restorable",
+        f"{data.shell_calls} shell command(s) not undone",
+    ]
+    return f"files of {data.source} rewound to before turn {data.to_turn}: " + ", ".join(counts)
 
 
 def _content(content: tuple[Block, ...], model: str | None) -> str:

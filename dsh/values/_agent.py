@@ -21,6 +21,7 @@ from dsh.values._value import Value
 
 if TYPE_CHECKING:
     from dsh.loop._inbox import InboxMessage
+    from dsh.session._rewind import RewindReport
     from dsh.session._session import Session
 
 __all__ = [
@@ -159,6 +160,14 @@ class Agent(Protocol):
     async def result(self) -> Any:
         """The typed value of the last completed turn (``AgentOptions.output_type``); raises
         :class:`~dsh.loop._output.OutputError` with the validation problem when there is none."""
+
+    async def rewind(
+        self, turn: int, *, in_place: bool = False, force: bool = False
+    ) -> RewindReport:
+        """Put the files the built-in file tools changed since turn ``turn`` began back as they
+        were before it and continue in a fork whose history ends before that turn (or, with
+        ``in_place``, in this session, which logs the rewind); files changed since by anything
+        else are kept as conflicts unless ``force``. Only while idle."""
 
     async def wait_idle(self) -> None:
         """Return once nothing is queued and no turn runs (or the agent is disposed)."""

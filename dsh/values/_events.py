@@ -31,6 +31,8 @@ __all__ = [
     "ElidedResult",
     "ErrorEvent",
     "EventData",
+    "FileBlob",
+    "FileChange",
     "HistoryPrune",
     "HistoryRewriteEnd",
     "HistoryRewriteStart",
@@ -44,6 +46,7 @@ __all__ = [
     "RetryEvent",
     "SeedEnd",
     "SessionEvent",
+    "SessionRewind",
     "SteeringMessage",
     "StepBoundary",
     "StepEnd",
@@ -425,6 +428,59 @@ class PermissionModeChange(Value):
     mode: str
 
 
+FILE_BLOB, FILE_CHANGED, SESSION_REWIND = "file/blob", "file/changed", "session/rewind"
+
+
+@frozen(repr=False)
+class FileBlob(Value):
+    """Data of ``file/blob``: the bytes of a file as a :class:`FileChange` found them before
+    changing it, base64-encoded in ``data`` (``size`` bytes), under their SHA-256 ``digest``
+    (``sha256:<hex>``). Logged once per session per digest, before the first change that
+    needs it: the log holds its own checkpoints, wherever it is stored or forked."""
+
+    type: ClassVar[str] = FILE_BLOB
+    digest: str
+    size: int
+    data: str
+
+
+@frozen(repr=False)
+class FileChange(Value):
+    """Data of ``file/changed``: in turn ``turn``, tool ``tool`` (call ``call_id``) changes the
+    file at ``path`` (absolute) from ``before`` to ``after``: each a content digest
+    (``sha256:<hex>``), or ``None`` for no file. Logged before the change is made; its
+    previous content is in a :class:`FileBlob` of the same digest unless ``lost`` says why it
+    was not kept (a size cap): such a file cannot be rewound. ``error``: the change failed and
+    the file kept ``after`` (which is then ``before``)."""
+
+    type: ClassVar[str] = FILE_CHANGED
+    turn: int
+    tool: str
+    path: str
+    before: str | None
+    after: str | None
+    call_id: str | None = None
+    lost: str | None = None
+    error: str | None = None
+
+
+@frozen(repr=False)
+class SessionRewind(Value):
+    """Data of ``session/rewind``: the files the built-in file tools changed in session
+    ``source`` since turn ``to_turn`` began were put back as they were before it. ``restored``
+    lists the paths put back, ``conflicts`` those changed since by something else and kept,
+    ``lost`` those whose earlier content was not kept; ``shell_calls`` counts the commands
+    run since, whose effects stay."""
+
+    type: ClassVar[str] = SESSION_REWIND
+    source: str
+    to_turn: int
+    restored: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    lost: tuple[str, ...] = ()
+    shell_calls: int = 0
+
+
 #: The data of every built-in event type: ``isinstance`` narrows a :attr:`SessionEvent.data` to
 #: one of them.
 CoreEventData: TypeAlias = (
@@ -455,6 +511,9 @@ CoreEventData: TypeAlias = (
     | OutputResult
     | OutputFailed
     | PermissionModeChange
+    | FileBlob
+    | FileChange
+    | SessionRewind
 )
 
 _CORE_EVENT_CLASSES: tuple[type[CoreEventData], ...] = get_args(CoreEventData)

@@ -95,6 +95,10 @@ class ChatSession:
             "/model": (self._model, "[NAME]  show or switch the model"),
             "/sessions": (self._sessions, "list stored sessions"),
             "/resume": (self._resume, "ID  switch to a stored session"),
+            "/rewind": (
+                self._rewind,
+                "N [--in-place] [--force]  put the files back as before turn N; fork there",
+            ),
             "/reasoning": (self._reasoning, "show or hide the model's reasoning"),
             "/plan": (self._plan, "plan first: only read-only tools run until /approve"),
             "/approve": (self._approve, "approve the plan: tools may write, the agent goes on"),
@@ -336,6 +340,24 @@ class ChatSession:
         self._attach(agent)
         self._recap()
         return self._follow_if_busy()
+
+    async def _rewind(self, arg: str) -> Action:
+        words = arg.split()
+        flags = {word for word in words if word.startswith("--")}
+        numbers = [word for word in words if not word.startswith("--")]
+        if len(numbers) != 1 or not numbers[0].isdigit() or flags - {"--in-place", "--force"}:
+            self.note("usage: /rewind N [--in-place] [--force] (N: the turn to go back before)")
+            return "idle"
+        try:
+            report = await self.agent.rewind(
+                int(numbers[0]), in_place="--in-place" in flags, force="--force" in flags
+            )
+        except DshError as exc:
+            self.note(self.style.red(f"cannot rewind: {exc}"))
+            return "idle"
+        for line in report.lines():
+            self.note(line)
+        return "idle"
 
     async def _reopen(self, session_id: str, options: AgentOptions) -> Agent:
         """Back to the session a failed ``/resume`` left: resumed when a store has it, else

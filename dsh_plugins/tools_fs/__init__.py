@@ -1,11 +1,14 @@
 """``tools_fs``: file tools confined to the agent's workspace.
 
 ``read_file(path, offset, limit)``, ``write_file(path, content)``, ``edit_file(path, old, new)``,
-``list_dir(path)``, ``glob(pattern)`` and ``grep(pattern, path)``. Every path is resolved inside
+``delete_file(path)``, ``move_file(path, to)``, ``list_dir(path)``, ``glob(pattern)`` and
+``grep(pattern, path)``. Every path is resolved inside
 the workspace (``AgentOptions.workspace``, default the current directory) with
 :func:`dsh.plugin.confine`: ``..``, absolute paths elsewhere and symbolic links that lead
 outside are refused. The read-only tools are ``concurrency_safe`` and declare ``effect="read"``; the
-writers declare ``effect="write"``. Caps come from config section ``tools_fs``; see
+writers declare ``effect="write"`` and, before each change, record the file's previous content in
+the agent's session (:func:`dsh.plugin.record_change`), so that ``dsh sessions rewind`` can put it
+back. Caps come from config section ``tools_fs``; see
 ``docs/plugins/tools_fs.md``.
 """
 
@@ -13,9 +16,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsh.plugin import Tool, ToolExecution, confine, hookimpl, tool
+from dsh.plugin import (
+    Tool,
+    ToolError,
+    ToolExecution,
+    confine,
+    digest_of,
+    error_messages,
+    hookimpl,
+    record_change,
+    record_failure,
+    tool,
+)
 from dsh_plugins.tools_fs import files
 from dsh_plugins.tools_fs.config import SECTION, FsConfig
 
@@ -25,8 +40,66 @@ if TYPE_CHECKING:
 __all__ = ["FsConfig", "FsToolsPlugin", "make_tools"]
 
 
+#: One change a tool is about to make: the file, its content now (``None``: no file) and the
+#: digest of its content after (``None``: no file).
+Change = tuple[Path, bytes | None, str | None]
+
+
+async def _changing(
+    execution: ToolExecution,
+    config: FsConfig,
+    changes: list[Change],
+    apply: Callable[[], str],
+) -> str:
+    """Record ``changes`` in the agent's session and make that durable, then ``apply`` them
+    (in a worker thread). A failed change is recorded as such; a previous content over a cap is
+    changed all the same and the result says it cannot be rewound."""
+    agent = execution.agent
+    if agent is None:  # a call outside any agent: there is no session to record in
+        return await asyncio.to_thread(apply)
+    session = agent.session
+    notes = [
+        note
+        for path, before, after in changes
+        if (
+            note := record_change(
+                session,
+                tool=execution.name,
+                path=path,
+                before=before,
+                after=after,
+                call_id=execution.call_id,
+                caps=config.checkpoint_caps,
+            )
+        )
+    ]
+    try:
+        try:
+            await session.checkpoint()
+        except Exception as exc:
+            raise ToolError(
+                "nothing was changed: the session could not save the file's previous state "
+                f"({error_messages(exc)})",
+                "SESSION_NOT_SAVED",
+            ) from exc
+        done = await asyncio.to_thread(apply)
+    except ToolError as exc:
+        for path, before, _ in changes:
+            kept = None if before is None else digest_of(before)
+            record_failure(
+                session,
+                tool=execution.name,
+                path=path,
+                kept=kept,
+                error=str(exc),
+                call_id=execution.call_id,
+            )
+        raise
+    return "\n".join([done, *(f"note: {note}" for note in notes)])
+
+
 def make_tools(config: FsConfig) -> list[Tool]:
-    """The six file tools, with the caps of ``config``."""
+    """The eight file tools, with the caps of ``config``."""
 
     @tool(effect="read", concurrency_safe=True)
     async def read_file(
@@ -57,8 +130,13 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
-        return await asyncio.to_thread(
-            files.write_text, target, files.display(target, root), content, root
+        name = files.display(target, root)
+        before = await asyncio.to_thread(files.prepare_write, target, name)
+        return await _changing(
+            execution,
+            config,
+            [(target, before, digest_of(content.encode()))],
+            lambda: files.write_text(target, name, content, root, before is not None),
         )
 
     @tool(effect="write")
@@ -74,7 +152,49 @@ def make_tools(config: FsConfig) -> list[Tool]:
         root = execution.workspace
         target = confine(path, root)
         name = files.display(target, root)
-        return await asyncio.to_thread(files.edit_text, target, name, old, new, root)
+        before, after, line = await asyncio.to_thread(files.prepare_edit, target, name, old, new)
+        return await _changing(
+            execution,
+            config,
+            [(target, before, digest_of(after))],
+            lambda: files.edit_text(target, name, after, line, root),
+        )
+
+    @tool(effect="write")
+    async def delete_file(path: str, *, execution: ToolExecution) -> str:
+        """Delete a file in the workspace (not a directory).
+
+        Args:
+            path: The file, relative to the workspace root.
+        """
+        root = execution.workspace
+        target = confine(path, root)
+        name = files.display(target, root)
+        before = await asyncio.to_thread(files.prepare_delete, target, name)
+        return await _changing(
+            execution, config, [(target, before, None)], lambda: files.delete(target, name)
+        )
+
+    @tool(effect="write")
+    async def move_file(path: str, to: str, *, execution: ToolExecution) -> str:
+        """Move or rename a file in the workspace. Parent directories of ``to`` are created as
+        needed; ``to`` must not exist yet.
+
+        Args:
+            path: The file to move, relative to the workspace root.
+            to: Its new path, relative to the workspace root.
+        """
+        root = execution.workspace
+        source, target = confine(path, root), confine(to, root)
+        name, to_name = files.display(source, root), files.display(target, root)
+        content = await asyncio.to_thread(files.prepare_move, source, name, target, to_name)
+        digest = digest_of(content)
+        return await _changing(
+            execution,
+            config,
+            [(source, content, None), (target, None, digest)],
+            lambda: files.move(source, name, target, to_name, root),
+        )
 
     @tool(effect="read", concurrency_safe=True)
     async def list_dir(path: str = ".", *, execution: ToolExecution) -> str:
@@ -111,7 +231,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         target = confine(path, root)
         return await files.grep_paths(root, target, pattern, config)
 
-    return [read_file, write_file, edit_file, list_dir, glob, grep]
+    return [read_file, write_file, edit_file, delete_file, move_file, list_dir, glob, grep]
 
 
 class FsToolsPlugin:

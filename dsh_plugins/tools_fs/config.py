@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
-from dsh.plugin import Value, at_least
+from dsh.plugin import CheckpointCaps, Value, at_least
 
 __all__ = ["SECTION", "FsConfig"]
 
@@ -20,6 +20,12 @@ class FsConfig(Value):
     paths; ``grep`` reports at most ``max_matches`` lines and skips files larger than
     ``max_grep_file_bytes``. ``glob`` and ``grep`` do not descend into directories named in
     ``ignore``. Every cap is 1 or more.
+
+    Before a file tool changes a file it keeps the file's previous content in the session, for
+    rewind (``dsh sessions rewind``): at most ``checkpoint_file_bytes`` of one file and
+    ``checkpoint_session_bytes`` per session (each distinct content counted once). A file whose
+    previous content is over either cap is still changed, but cannot be rewound, and the tool's
+    result says so. 0 keeps nothing.
     """
 
     max_lines: int = field(default=2000, validator=at_least(1))
@@ -28,6 +34,8 @@ class FsConfig(Value):
     max_entries: int = field(default=1000, validator=at_least(1))
     max_matches: int = field(default=200, validator=at_least(1))
     max_grep_file_bytes: int = field(default=5_000_000, validator=at_least(1))
+    checkpoint_file_bytes: int = field(default=10_000_000, validator=at_least(0))
+    checkpoint_session_bytes: int = field(default=100_000_000, validator=at_least(0))
     ignore: tuple[str, ...] = (
         ".git",
         ".hg",
@@ -39,3 +47,8 @@ class FsConfig(Value):
         "__pycache__",
         "node_modules",
     )
+
+    @property
+    def checkpoint_caps(self) -> CheckpointCaps:
+        """The checkpoint caps as the recorder takes them."""
+        return CheckpointCaps(self.checkpoint_file_bytes, self.checkpoint_session_bytes)

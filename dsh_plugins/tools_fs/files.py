@@ -26,12 +26,18 @@ from dsh_plugins.tools_fs.search import BINARY_PROBE, cut
 from dsh_plugins.tools_fs.search import is_binary as _is_binary
 
 __all__ = [
+    "delete",
     "display",
     "edit_text",
     "glob_paths",
     "grep_paths",
     "list_entries",
+    "move",
     "os_errors",
+    "prepare_delete",
+    "prepare_edit",
+    "prepare_move",
+    "prepare_write",
     "read_text",
     "write_text",
 ]
@@ -157,15 +163,23 @@ def _breaks_at_end(piece: str, trail: int) -> int:
     return trail + len(piece) if kept == 0 else len(piece) - kept
 
 
-# -- write_file and edit_file ----------------------------------------------------------------
+# -- write_file, edit_file, delete_file, move_file ------------------------------------------
+#
+# Each change is prepared first (checked, its previous content read) and applied after: the
+# tool records the previous content for rewind in between.
 
 
-def write_text(path: Path, name: str, content: str, root: Path) -> str:
-    """Create or overwrite a file (creating its parent directories)."""
+def prepare_write(path: Path, name: str) -> bytes | None:
+    """Check that ``path`` can be written; its content now (``None``: no file yet)."""
     if path.is_dir():
         raise ToolError(f"{name} is a directory; give a file path", "IS_A_DIRECTORY")
     _require_regular(path, name)
-    existed = path.exists()
+    with os_errors("read", name):
+        return path.read_bytes() if path.exists() else None
+
+
+def write_text(path: Path, name: str, content: str, root: Path, existed: bool) -> str:
+    """Create or overwrite a file (creating its parent directories)."""
     data = content.encode()
     with os_errors("write", name):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,8 +188,9 @@ def write_text(path: Path, name: str, content: str, root: Path) -> str:
     return f"{'overwrote' if existed else 'created'} {name} ({len(data)} bytes, {lines} lines)"
 
 
-def edit_text(path: Path, name: str, old: str, new: str, root: Path) -> str:
-    """Replace the one exact occurrence of ``old`` with ``new``."""
+def prepare_edit(path: Path, name: str, old: str, new: str) -> tuple[bytes, bytes, int]:
+    """The content of ``path`` now, with the one exact occurrence of ``old`` replaced by
+    ``new``, and the line of that occurrence."""
     if not old:
         raise ToolError("old is empty; give the exact text to replace", "INVALID_ARGS")
     text = _read_utf8(path, name)
@@ -193,9 +208,56 @@ def edit_text(path: Path, name: str, old: str, new: str, root: Path) -> str:
             "more surrounding text so that it matches exactly once",
             "AMBIGUOUS_MATCH",
         )
-    replace_file(path, name, text.replace(old, new, 1).encode(), root)
     line = text.count("\n", 0, text.index(old)) + 1
+    return text.encode(), text.replace(old, new, 1).encode(), line
+
+
+def edit_text(path: Path, name: str, data: bytes, line: int, root: Path) -> str:
+    """Write the edited content prepared by :func:`prepare_edit`."""
+    replace_file(path, name, data, root)
     return f"edited {name}: replaced 1 match at line {line}"
+
+
+def prepare_delete(path: Path, name: str) -> bytes:
+    """Check that ``path`` is a file that can be deleted; its content now."""
+    _require_file(path, name)
+    with os_errors("read", name):
+        return path.read_bytes()
+
+
+def delete(path: Path, name: str) -> str:
+    """Remove the file ``path``."""
+    with os_errors("delete", name):
+        path.unlink()
+    return f"deleted {name}"
+
+
+def prepare_move(path: Path, name: str, to: Path, to_name: str) -> bytes:
+    """Check that the file ``path`` can be moved to ``to`` (where nothing is); its content."""
+    _require_file(path, name)
+    if to == path:
+        raise ToolError(f"{name} and {to_name} are the same path", "INVALID_ARGS")
+    if to.exists():
+        raise ToolError(
+            f"{to_name} already exists; delete it first or give another destination",
+            "ALREADY_EXISTS",
+        )
+    with os_errors("read", name):
+        return path.read_bytes()
+
+
+def move(path: Path, name: str, to: Path, to_name: str, root: Path) -> str:
+    """Rename the file ``path`` to ``to`` (creating its parent directories)."""
+    with os_errors("move", name):
+        to.parent.mkdir(parents=True, exist_ok=True)
+        if not to.parent.resolve().is_relative_to(root):
+            raise ToolError(
+                f"cannot move {name}: the directory of {to_name} now leads outside the "
+                f"workspace {root}; give a path inside the workspace",
+                "OUTSIDE_WORKSPACE",
+            )
+        os.rename(path, to)
+    return f"moved {name} to {to_name}"
 
 
 def _read_utf8(path: Path, name: str) -> str:

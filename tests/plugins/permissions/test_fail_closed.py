@@ -149,7 +149,7 @@ def test_loading_without_a_policy_warns_naming_the_held_back_tools() -> None:
         Harness(load_entrypoints=False, plugins=TOOLS).load()
     [warning] = [e for e in logs if e["event"].startswith("no permission policy is loaded")]
     assert warning["log_level"] == "warning"
-    assert warning["tools"] == ["edit_file", "shell", "write_file"]
+    assert warning["tools"] == ["delete_file", "edit_file", "move_file", "shell", "write_file"]
 
 
 @pytest.mark.parametrize(

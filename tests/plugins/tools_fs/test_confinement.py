@@ -27,6 +27,9 @@ def calls_on(path: str) -> list[tuple[str, dict[str, Any]]]:
         ("read_file", {"path": path}),
         ("write_file", {"path": path, "content": "pwned\n"}),
         ("edit_file", {"path": path, "old": "top", "new": "pwned"}),
+        ("delete_file", {"path": path}),
+        ("move_file", {"path": path, "to": "stolen.txt"}),
+        ("move_file", {"path": "mine.txt", "to": path}),
         ("list_dir", {"path": path}),
         ("grep", {"pattern": "secret", "path": path}),
     ]

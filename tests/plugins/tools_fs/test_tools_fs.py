@@ -22,17 +22,20 @@ async def test_the_tools_are_registered_with_their_contract() -> None:
         assert h.config.section("tools_fs", FsConfig) == FsConfig()
     params = {name: list(t.schema.parameters["properties"]) for name, t in tools.items() if t}
     assert params == {
+        "delete_file": ["path"],
         "edit_file": ["path", "old", "new"],
         "glob": ["pattern"],
         "grep": ["pattern", "path"],
         "list_dir": ["path"],
+        "move_file": ["path", "to"],
         "read_file": ["path", "offset", "limit"],
         "write_file": ["path", "content"],
     }
     safe = {name for name, t in tools.items() if t and t.concurrency_safe}
     assert safe == {"read_file", "list_dir", "glob", "grep"}
     effects = {name: t.effect for name, t in tools.items() if t}
-    assert effects == dict.fromkeys(safe, "read") | {"write_file": "write", "edit_file": "write"}
+    writers = ("write_file", "edit_file", "delete_file", "move_file")
+    assert effects == dict.fromkeys(safe, "read") | dict.fromkeys(writers, "write")
 
 
 # -- read_file -------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from dsh.tools._output import HeadTail
     from dsh.tools._registry import (
         TOOL_NAME,
+        ApprovalNeeded,
         Effect,
         InvalidTool,
         Tool,
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
         PermissionMode,
         Retry,
     )
+    from dsh.values._approval import AlreadyDecided, PendingApproval
     from dsh.values._chunks import (
         BlockEnd,
         BlockStart,
@@ -130,6 +132,8 @@ if TYPE_CHECKING:
     from dsh.values._events import (
         CORE_EVENT_TYPES,
         RETRY_EVENT,
+        ApprovalDecided,
+        ApprovalRequested,
         AssistantChunk,
         AssistantMessage,
         ContextMessage,
@@ -195,6 +199,10 @@ __all__ = [
     "AgentOptions",
     "AgentSource",
     "AgentStatus",
+    "AlreadyDecided",
+    "ApprovalDecided",
+    "ApprovalNeeded",
+    "ApprovalRequested",
     "AssembledMessage",
     "AssistantChunk",
     "AssistantMessage",
@@ -252,6 +260,7 @@ __all__ = [
     "OutputFailed",
     "OutputResult",
     "OutputRetry",
+    "PendingApproval",
     "PermissionMode",
     "PermissionModeChange",
     "PluginLoadError",
@@ -365,6 +374,11 @@ _HOMES = {
     "AgentOptions": "dsh.values._agent",
     "AgentSource": "dsh.values._content",
     "AgentStatus": "dsh.values._agent",
+    "AlreadyDecided": "dsh.values._approval",
+    "ApprovalDecided": "dsh.values._events",
+    "ApprovalNeeded": "dsh.tools._registry",
+    "ApprovalRequested": "dsh.values._events",
+    "PendingApproval": "dsh.values._approval",
     "AssembledMessage": "dsh.llm._assembler",
     "AssistantChunk": "dsh.values._events",
     "AssistantMessage": "dsh.values._events",

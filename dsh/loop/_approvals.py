@@ -54,8 +54,14 @@ class Approvals:
         self._set_status = set_status
         self._clock = clock
         self._decided = asyncio.Event()
-        #: Called when a decision wakes the waiting step (the agent is busy again).
-        self.on_decided: Callable[[], None] = lambda: None
+        #: Calls whose decision is logged but not yet checkpointed: the step does not take it
+        #: up before it is (the re-dispatch's own checkpoint would save it too, but a decider
+        #: that returned knows its decision is on disk and nothing ran yet).
+        self._deciding: set[str] = set()
+        #: Called when a decision may wake the waiting step (the agent is busy again), and
+        #: when the step waits on after one did not (the agent is idle again).
+        self.on_busy: Callable[[], None] = lambda: None
+        self.on_waiting: Callable[[], None] = lambda: None
 
     def pending(self) -> list[PendingApproval]:
         """The calls of the session waiting for a decision, in the order they were parked."""
@@ -69,10 +75,14 @@ class Approvals:
         if waiting is None:
             raise self._not_waiting(call_id)
         said = reason or ("allowed" if allow else "denied")
+        self._deciding.add(call_id)
         self._session.append(ApprovalDecided(call_id, waiting.name, allow, "approver", said))
-        await self._session.checkpoint()  # durable before the tool runs
-        self.on_decided()
-        self._decided.set()
+        try:
+            await self._session.checkpoint()  # durable before the tool runs
+        finally:
+            self._deciding.discard(call_id)
+            self.on_busy()
+            self._decided.set()
 
     def _not_waiting(self, call_id: str) -> DshError:
         session = self._session.id
@@ -94,8 +104,12 @@ class Approvals:
         """Wait until every call of ``call_ids`` is decided (a call whose ``timeout_s`` passed
         is denied ``by`` ``timeout``); their decisions. The agent is ``waiting`` meanwhile."""
         wanted = set(call_ids)
+        await self._session.checkpoint()  # the requests are durable before anyone decides
         waiting = False
         while True:
+            # Between reading the log and announcing the wait nothing awaits: a decision that
+            # comes later sets the event (and takes the agent's idleness back) after both.
+            self._decided.clear()
             decided = self._decisions(wanted)
             undecided = [p for p in self.pending() if p.call_id in wanted]
             deadlines = [p.deadline for p in undecided if p.deadline is not None]
@@ -104,13 +118,14 @@ class Approvals:
                 decided[overdue.call_id] = self._time_out(overdue)
             if len(decided) == len(wanted):
                 if waiting:
+                    self.on_busy()
                     await self._set_status("running")
                 return decided
-            if not waiting:
+            if waiting:
+                self.on_waiting()
+            else:
                 waiting = True
-                await self._session.checkpoint()  # the requests are durable before we wait
                 await self._set_status("waiting")
-            self._decided.clear()
             remaining = min(deadlines) - now if deadlines else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._decided.wait(), remaining)
@@ -120,7 +135,7 @@ class Approvals:
         for event in self._session.events.select(ApprovalDecided):
             data = event.data
             assert isinstance(data, ApprovalDecided)  # what select() gives
-            if data.call_id in wanted:
+            if data.call_id in wanted and data.call_id not in self._deciding:
                 found[data.call_id] = data
         return found
 

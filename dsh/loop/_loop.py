@@ -93,10 +93,17 @@ class LoopAgent(AgentHandle):
         self._turn = session.last_turn
         self._call_ids: set[str] | None = None
         self._approvals = Approvals(agent_id, session, self._set_status)
-        self._approvals.on_decided = self._idle.clear
-        #: A step a resume found parked (``AgentLoop.resume`` sets it): the driver goes on there.
-        self.parked_step: ParkedStep | None = None
+        self._approvals.on_busy = self._idle.clear
+        self._approvals.on_waiting = self._idle.set
+        self._parked_step: ParkedStep | None = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dsh:{agent_id}")
+
+    def continue_parked(self, parked: ParkedStep) -> None:
+        """Go on with the step a resume found parked (before the driver first runs): the agent
+        is busy until that step waits for its decisions, or the turn ends."""
+        self._parked_step = parked
+        self.status = "waiting"  # what the driver announces once it waits again
+        self._idle.clear()
 
     async def _set_status(self, status: AgentStatus) -> None:
         self.status = status
@@ -108,10 +115,10 @@ class LoopAgent(AgentHandle):
         structlog.contextvars.bind_contextvars(agent=self.id, session=self.session.id)
         await self._hooks.agent_created(self)
         try:
-            if self.parked_step is not None:
+            if self._parked_step is not None:
                 await self._set_status("running")
-                await self._run_turn(self.parked_step)
-                self.parked_step = None
+                await self._run_turn(self._parked_step)
+                self._parked_step = None
                 await self._after_turn()
             while True:
                 await self.inbox.wait_for_queued()
@@ -363,9 +370,9 @@ class AgentLoop:
         one the session id was made for (:func:`dsh.session._session.agent_id_of`)."""
         session = await recovery.reopen(self._harness.sessions, session_id)
         agent = self.create(agent_id or agent_id_of(session_id), options, session)
-        agent.parked_step = recovery.parked_step(session.events)  # read before its task runs
-        if agent.parked_step is not None:
-            agent.status = "waiting"  # what the driver announces once it waits again
+        parked = recovery.parked_step(session.events)
+        if parked is not None:
+            agent.continue_parked(parked)
         agent.requeue(recovery.pending_messages(session.events))
         return agent
 

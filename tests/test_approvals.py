@@ -5,10 +5,13 @@ for the disk). The two-process and SIGKILL tests are in ``test_approvals_process
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dsh import AgentOptions, AlreadyDecided, DshError, Harness, PendingApproval, hookimpl
 from dsh.loop._loop import LoopAgent
@@ -486,3 +489,71 @@ def test_parked_calls_outside_an_open_step_are_closed() -> None:
     assert closing_events(events)[-1][1] == TurnEnd(1, TurnInterrupted())
     assert parked_step(events) is None
     assert parked_step(log(*opening("a"))) is None
+
+
+# -- any sequence of decisions, duplicates, restarts and expiries ------------------------------
+
+Op = tuple[str, int, bool]  # ("decide", call index (3: unknown), allow) | ("restart", 0, expired)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(1, 3),
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("decide"), st.integers(0, 3), st.booleans()),
+            st.tuples(st.just("restart"), st.just(0), st.booleans()),
+        ),
+        max_size=8,
+    ),
+)
+def test_every_parked_call_is_decided_once_and_runs_at_most_once(count: int, ops: list[Op]) -> None:
+    asyncio.run(_play(count, ops))
+
+
+async def _play(count: int, ops: list[Op]) -> None:
+    env = Env(MemoryStore(), Tools(), {"approval": "defer", "approval_timeout_s": 3600})
+    names = ["touch"] * count
+    harness, agent = await parked(env, *names)
+    ids = [f"c{n}" for n in range(count)]
+    outcome: dict[str, str] = {}  # call id -> "allowed" | "denied" | "timeout"
+    for op, index, flag in ops:
+        if op == "restart":
+            await harness.close()
+            harness = await env.harness([text_response("after")])
+            agent = await harness.agent_loop.resume(SESSION, AgentOptions(model="m"))
+            waiting = agent.pending_approvals()
+            if flag and waiting:
+                later = max(p.requested_at for p in waiting) + 3600
+                agent._approvals._clock = functools.partial(float, later)
+                outcome.update((i, "timeout") for i in ids if i not in outcome)
+            await agent.wait_idle()
+            continue
+        call_id = ids[index] if index < count else "unknown"
+        if call_id in outcome:
+            with pytest.raises(AlreadyDecided):
+                await agent.decide(call_id, flag)
+        elif call_id == "unknown":
+            with pytest.raises(DshError) as raised:
+                await agent.decide(call_id, flag)
+            assert not isinstance(raised.value, AlreadyDecided)
+        else:
+            await agent.decide(call_id, flag)
+            outcome[call_id] = "allowed" if flag else "denied"
+        await agent.wait_idle()
+    for call_id in ids:
+        if call_id not in outcome:
+            await agent.decide(call_id, True)
+            outcome[call_id] = "allowed"
+    await agent.wait_idle()
+    assert agent.status == "idle" and agent.pending_approvals() == []
+    events = agent.session.events
+    allowed = [i for i in ids if outcome[i] == "allowed"]
+    assert sorted(env.tools.runs) == allowed  # each allowed call ran once, no other
+    found = results(events)
+    codes = {"allowed": None, "denied": "DENIED", "timeout": "APPROVAL_TIMEOUT"}
+    assert {i: found[i].code for i in ids} == {i: codes[outcome[i]] for i in ids}
+    decisions = [d.call_id for d in data_of(events, ApprovalDecided)]
+    assert sorted(decisions) == ids  # one decision per call
+    assert [e.reason for e in data_of(events, TurnEnd)] == [TurnCompleted()]
+    await harness.close()

@@ -279,10 +279,13 @@ class NoPolicyConfig(Value):
     is disabled or failed to load): calls of tools that write files or run commands are denied,
     unless ``mode = "full"`` and no ``rules`` are given, which runs every call unrestricted. The
     keys are those of the ``permissions`` plugin, so one config works with and without it;
-    ``rules`` cannot be applied without the plugin, so giving any keeps the denial."""
+    ``rules`` cannot be applied without the plugin, so giving any keeps the denial, and
+    ``approval`` and ``approval_timeout_s`` mean nothing without it (nothing asks)."""
 
     mode: Literal["read-only", "workspace-write", "full"] = "workspace-write"
     rules: tuple[Any, ...] = ()
+    approval: Literal["ask", "deny", "defer"] = "ask"
+    approval_timeout_s: float | None = None
 
     @property
     def unrestricted(self) -> bool:

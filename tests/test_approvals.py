@@ -415,6 +415,55 @@ async def test_a_sub_agents_parked_call_is_seen_and_decided_from_its_parent(env:
     await harness.close()
 
 
+async def test_a_step_budget_counts_the_parked_turn_across_a_resume(
+    permissions: dict[str, Any],
+) -> None:
+    from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin
+
+    env = Env(MemoryStore(), Tools(), permissions)
+    config = {"budgets": {"max_steps_per_turn": 1}}
+
+    async def with_budget(script: list[Any]) -> Harness:
+        harness = Harness(
+            load_entrypoints=False,
+            plugins=[env.store, PermissionsPlugin, BudgetsPlugin, env.observer],
+            config={"permissions": permissions, **config},
+        )
+        await harness.start()
+        env.tools.register(harness)
+        harness.llm.register_adapter(["m"], ScriptedAdapter(script))
+        return harness
+
+    harness = await with_budget([calls("touch")])
+    agent = harness.agent_loop.create("a", AgentOptions(model="m"), session_id=SESSION)
+    agent.send("go")
+    await agent.wait_idle()
+    assert agent.status == "waiting"
+    await harness.close()
+    harness = await with_budget([text_response("never asked")])
+    agent = await harness.agent_loop.resume(SESSION, AgentOptions(model="m"))
+    await agent.decide("c0", allow=True)
+    await agent.wait_idle()
+    assert env.tools.runs == ["c0"]
+    # The parked step was the turn's first: the budget stops the turn before a second one.
+    [exceeded] = data_of(agent.session.events, BudgetExceeded)
+    assert (exceeded.turn, exceeded.limit) == (1, "max_steps_per_turn")
+    assert last_turn_end(agent).reason.type == "completed"
+    await harness.close()
+
+
+async def test_plan_mode_denies_what_would_be_parked(env: Env) -> None:
+    harness = await env.harness([calls("touch"), text_response("planned")])
+    agent = harness.agent_loop.create("a", AgentOptions(model="m"), session_id=SESSION)
+    agent.set_permission_mode("plan")
+    agent.send("go")
+    await agent.wait_idle()
+    assert agent.status == "idle" and agent.pending_approvals() == []
+    assert results(agent.session.events)["c0"].code == "DENIED"
+    assert data_of(agent.session.events, ApprovalRequested) == []
+    await harness.close()
+
+
 def test_a_deferred_outcome_reads_as_an_error_elsewhere() -> None:
     from dsh.tools._registry import ApprovalNeeded
 

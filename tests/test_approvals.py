@@ -403,6 +403,7 @@ async def test_a_call_without_an_agent_cannot_park(env: Env) -> None:
 async def test_a_sub_agents_parked_call_is_seen_and_decided_from_its_parent(env: Env) -> None:
     harness = await env.harness([calls("touch"), text_response("child done")])
     parent = harness.agent_loop.create("p", AgentOptions(model="m"))
+    harness.agent_loop.create("idle-child", AgentOptions(model="m"), parent=parent)
     child = harness.agent_loop.create("c", AgentOptions(model="m"), parent=parent)
     child.send("go")
     await child.wait_idle()

@@ -20,11 +20,13 @@ if TYPE_CHECKING:
     from dsh.tools._define import tool
     from dsh.tools._registry import Tool, ToolExecution, ToolOutcome
     from dsh.values._agent import Agent, AgentOptions, Continuation, Retry
+    from dsh.values._approval import AlreadyDecided, PendingApproval
     from dsh.values._errors import ConfigError, DshError, HookError, LlmError, PluginLoadError
 
 __all__ = [
     "Agent",
     "AgentOptions",
+    "AlreadyDecided",
     "Command",
     "ConfigError",
     "Continuation",
@@ -33,6 +35,7 @@ __all__ = [
     "HookError",
     "LlmError",
     "OutputError",
+    "PendingApproval",
     "PluginLoadError",
     "PromptSection",
     "Retry",
@@ -55,6 +58,8 @@ _HOMES = {
     "AgentOptions": "dsh.values._agent",
     "Continuation": "dsh.values._agent",
     "Retry": "dsh.values._agent",
+    "AlreadyDecided": "dsh.values._approval",
+    "PendingApproval": "dsh.values._approval",
     "PromptSection": "dsh.llm._prompt",
     "ConfigError": "dsh.values._errors",
     "DshError": "dsh.values._errors",

@@ -1,4 +1,5 @@
-"""The ``dsh`` command line. Core commands: ``plugins``, ``hooks``, ``config``, ``sessions``;
+"""The ``dsh`` command line. Core commands: ``plugins``, ``hooks``, ``config``, ``sessions``,
+``approvals``;
 plugins add more (``demo``, ``mock-server``, ...) through ``dsh_register_commands``."""
 
 from __future__ import annotations
@@ -30,13 +31,21 @@ from dsh.llm._service import ANY_MODEL, ModelInfo
 from dsh.loop import _recovery as recovery
 from dsh.loop._family import family_lines
 from dsh.session._rewind import changed_files, rewind, shell_tools, turn_diff
-from dsh.session._session import Session, error_messages
+from dsh.session._session import (
+    Session,
+    SessionBusy,
+    SessionConflict,
+    agent_id_of,
+    error_messages,
+)
 from dsh.session._text import brief, describe, outcome
 from dsh.session._verify import verify
 from dsh.values._agent import AgentOptions
+from dsh.values._approval import AlreadyDecided, PendingApproval, pending_in
 from dsh.values._config import find_config
 from dsh.values._errors import DshError, HookError, LlmError
 from dsh.values._events import (
+    ApprovalDecided,
     AssistantChunk,
     AssistantMessage,
     ErrorEvent,
@@ -446,6 +455,152 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
         sub.add_argument("id", metavar="ID", help="the session id")
 
 
+# -- approvals ---------------------------------------------------------------------------------
+
+
+class _BadInput(DshError):
+    """The command line names something that is not there (exit 2)."""
+
+
+def _approvals(harness: Harness, args: argparse.Namespace) -> int:
+    """``dsh approvals [SESSION]`` lists parked calls; ``dsh approvals allow|deny SESSION
+    CALL_ID`` decides one and runs the turn on. Exit 2 for bad input (an unknown session or
+    call), 1 when the decision could not be made or the turn did not complete."""
+    words = list(args.words)
+    decides = bool(words) and words[0] in ("allow", "deny")
+    wanted = 3 if decides else len(words)
+    if len(words) != wanted or (wanted > 1 and not decides):
+        print(
+            "dsh approvals: usage: dsh approvals [SESSION] | dsh approvals allow|deny SESSION "
+            "CALL_ID [--reason TEXT]",
+            file=sys.stderr,
+        )
+        return 2
+    return asyncio.run(_run_approvals(harness, args, words))
+
+
+async def _run_approvals(harness: Harness, args: argparse.Namespace, words: list[str]) -> int:
+    try:
+        async with harness:
+            if words and words[0] in ("allow", "deny"):
+                return await _decide(harness, args, words[0] == "allow", words[1], words[2])
+            return await _list_approvals(harness, words[0] if words else None, args.limit)
+    except (_NoSession, _BadInput) as exc:
+        print(f"dsh approvals: {exc}", file=sys.stderr)
+        return 2
+    except DshError as exc:
+        print(f"dsh approvals: {_message(exc)}", file=sys.stderr)
+        return 1
+
+
+async def _list_approvals(harness: Harness, session_id: str | None, limit: int) -> int:
+    if session_id is not None:
+        found = _pending(session_id, await _load(harness, session_id))
+    else:
+        found = []
+        for summary in await harness.sessions.stored(None, limit):
+            try:
+                events = await harness.sessions.load(summary.id) or []
+            except DshError as exc:  # a damaged session: `dsh sessions list` says what is wrong
+                print(f"dsh approvals: {summary.id}: {_message(exc)}", file=sys.stderr)
+                continue
+            found += _pending(summary.id, events)
+    if not found:
+        print("no calls wait for approval" + (f" in {session_id}" if session_id else ""))
+        return 0
+    print(f"{'SESSION':<32} {'CALL':<16} {'TOOL':<16} {'REQUESTED':16}  {'BY':6} ARGUMENTS")
+    for pending in found:
+        when = _when(pending.requested_at)
+        print(
+            f"{pending.session_id:<32} {pending.call_id:<16} {brief(pending.name, 16):<16} "
+            f"{when:16}  {pending.by:6} {brief(pending.summary, 60)}"
+        )
+        print(f"{'':<32} {pending.reason}")
+    return 0
+
+
+def _pending(session_id: str, events: Sequence[SessionEvent]) -> list[PendingApproval]:
+    return pending_in(events, session_id, agent_id_of(session_id))
+
+
+async def _decide(
+    harness: Harness, args: argparse.Namespace, allow: bool, session_id: str, call_id: str
+) -> int:
+    try:
+        return await _decide_once(harness, args, allow, session_id, call_id)
+    except SessionConflict:
+        # Another process wrote the session between our reading and our claiming it (it may
+        # have decided this very call): read it again, and decide on what it holds now.
+        return await _decide_once(harness, args, allow, session_id, call_id)
+
+
+async def _decide_once(
+    harness: Harness, args: argparse.Namespace, allow: bool, session_id: str, call_id: str
+) -> int:
+    stored = await _load(harness, session_id)
+    if not any(p.call_id == call_id for p in _pending(session_id, stored)):
+        decided = [
+            e.data
+            for e in stored
+            if isinstance(e.data, ApprovalDecided) and e.data.call_id == call_id
+        ]
+        if decided:
+            verdict = "allowed" if decided[-1].allowed else "denied"
+            raise AlreadyDecided(
+                f"call {call_id!r} of session {session_id!r} was already decided: {verdict} by "
+                f"{decided[-1].by} ({decided[-1].reason})"
+            )
+        waiting = ", ".join(p.call_id for p in _pending(session_id, stored)) or "none"
+        raise _BadInput(
+            f"no call {call_id!r} waits for approval in session {session_id!r} (waiting: "
+            f"{waiting}; see 'dsh approvals {session_id}')"
+        )
+    model = aliases.resolve(args.model or _last_model(stored) or _default_model(harness))
+    if not harness.llm.serves(model):
+        known = ", ".join(harness.llm.models()) or "none"
+        raise DshError(
+            f"the turn of {session_id!r} goes on with model {model!r}, which no adapter "
+            f"serves: pass --model (known models: {known})"
+        )
+    try:
+        agent = await harness.agent_loop.resume(session_id, AgentOptions(model=model))
+    except SessionBusy as exc:
+        raise DshError(
+            f"{exc}: another process holds the session (it may be deciding this call or "
+            "running the turn); see 'dsh approvals' once it is done"
+        ) from exc
+    shown = len(agent.session)
+    await agent.decide(call_id, allow, args.reason)
+    print(f"{'allowed' if allow else 'denied'} {call_id} of {session_id}")
+    await agent.wait_idle()
+    ran = agent.session.events[shown:]
+    _print_events(ran)
+    if agent.status == "waiting":
+        left = ", ".join(p.call_id for p in agent.pending_approvals())
+        print(f"the turn still waits for a decision on {left}")
+        return 0
+    ends = [e.data.reason for e in ran if isinstance(e.data, TurnEnd)]
+    return 0 if all(isinstance(end, TurnCompleted) for end in ends) else 1
+
+
+def _approvals_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "words",
+        nargs="*",
+        metavar="[allow|deny] SESSION CALL_ID",
+        help="nothing: the calls waiting in every stored session; SESSION: in that one; "
+        "allow|deny SESSION CALL_ID: decide that call, and run the turn on",
+    )
+    parser.add_argument("--reason", help="why (a denial's reason reaches the model)")
+    parser.add_argument(
+        "--model",
+        help="the model the turn goes on with (default: the one the session used last)",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=100, help="look at most this many sessions (default 100)"
+    )
+
+
 # -- models and keys ---------------------------------------------------------------------------
 
 
@@ -652,6 +807,12 @@ def _core_commands() -> list[tuple[str, str, Any, Any]]:
             "list, show, resume, fork, replay (verify), rewind or diff stored sessions",
             _sessions,
             _sessions_arguments,
+        ),
+        (
+            "approvals",
+            "list the tool calls parked for approval; allow or deny one",
+            _approvals,
+            _approvals_arguments,
         ),
     ]
 

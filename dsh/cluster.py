@@ -2,9 +2,10 @@
 
 A host application that outgrows one process runs its agents on a pool of hosts (the built-in
 ``cluster`` plugin runs them as Ray actors) and reaches them through a :class:`Pool`:
-``pool = await dsh.cluster.connect()``, then ``send``, ``steer``, ``abort``, ``resume`` and
-``events`` by session id, from any replica, in any order. The pool routes each call to the host
-that writes the session; the host's store keeps the log, so a session outlives its host.
+``pool = await dsh.cluster.connect()``, then ``send``, ``steer``, ``abort``, ``resume``,
+``events``, ``pending_approvals`` and ``decide`` by session id, from any replica, in any
+order. The pool routes each call to the host that writes the session; the host's store keeps
+the log, so a session outlives its host.
 
 The engine is found through the ``dsh.cluster`` entry-point group, never imported here: the
 core stays free of any cluster engine, and a single-process install needs none. See
@@ -23,6 +24,7 @@ from dsh.values._errors import DshError
 
 if TYPE_CHECKING:
     from dsh.values._agent import Content
+    from dsh.values._approval import PendingApproval
     from dsh.values._events import SessionEvent
 
 __all__ = ["ENTRY_POINT_GROUP", "HostLost", "Pool", "connect"]
@@ -75,6 +77,18 @@ class Pool(abc.ABC):
         """Make sure the session runs on a live host (after its host died, this closes the turn
         it left open and re-queues its queued messages); raises
         :class:`~dsh.values._errors.DshError` when no store holds the session."""
+
+    @abc.abstractmethod
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        """The session's tool calls parked for a decision (and those of its live sub-agents)."""
+
+    @abc.abstractmethod
+    async def decide(
+        self, session_id: str, call_id: str, allow: bool, reason: str | None = None
+    ) -> None:
+        """Decide the session's parked call ``call_id`` on the host that writes the session;
+        returns once the decision is recorded (the turn then goes on there). Raises
+        :class:`~dsh.values._approval.AlreadyDecided` when it was decided already."""
 
     @abc.abstractmethod
     def events(self, session_id: str, after_seq: int = -1) -> AsyncGenerator[SessionEvent, None]:

@@ -13,6 +13,7 @@ import pytest
 import dsh.cluster
 from dsh.cluster import ENTRY_POINT_GROUP, HostLost, Pool, connect
 from dsh.values._agent import Content
+from dsh.values._approval import PendingApproval
 from dsh.values._errors import DshError
 from dsh.values._events import SessionEvent
 
@@ -36,6 +37,14 @@ class ListPool(Pool):
 
     async def resume(self, session_id: str) -> None:
         raise DshError(f"no stored session {session_id!r}")
+
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        return []
+
+    async def decide(
+        self, session_id: str, call_id: str, allow: bool, reason: str | None = None
+    ) -> None:
+        raise DshError(f"no call {call_id!r} waits in {session_id!r}")
 
     async def events(
         self, session_id: str, after_seq: int = -1

@@ -278,7 +278,12 @@ def test_masked_config_hides_marked_fields_secret_keys_and_url_passwords() -> No
     }
     assert dumped["tools_shell"]["env_set"] == {"GH_TOKEN": "***", "PAGER": "***"}
     assert dumped["tools_shell"]["timeout_s"] == 120.0
-    assert dumped["permissions"] == {"mode": "full", "rules": []}
+    assert dumped["permissions"] == {
+        "mode": "full",
+        "rules": [],
+        "approval": "ask",
+        "approval_timeout_s": None,
+    }
     for secret in ("hunter2", "ghp-1", "ghp-2", '"abc"', '"0000"'):
         assert secret not in json.dumps(dumped)
 

@@ -29,9 +29,9 @@ from dsh.values._events import (
 )
 from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin
 from dsh_plugins.fallback import FallbackEvent, FallbackPlugin
-from dsh_plugins.permissions import ApprovalAsked, ApprovalDecided, PermissionsPlugin
+from dsh_plugins.permissions import ApprovalAsked, PermissionsPlugin
 
-_PLUGIN_CLASSES = {BudgetExceeded, FallbackEvent, ApprovalAsked, ApprovalDecided}
+_PLUGIN_CLASSES = {BudgetExceeded, FallbackEvent, ApprovalAsked}
 
 
 @frozen

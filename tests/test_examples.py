@@ -20,6 +20,15 @@ def test_the_host_app_passes_its_tests() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def test_the_approvals_web_host_passes_its_tests() -> None:
+    """Approve and deny buttons for parked tool calls (``examples/approvals_web``)."""
+    command = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/approvals_web"
+    ]  # fmt: skip
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def test_the_research_team_passes_its_tests() -> None:
     """Sub-agents and a typed result, through ``dsh.run`` (``examples/research_team``)."""
     command = [

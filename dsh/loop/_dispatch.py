@@ -9,6 +9,11 @@ it was running, ``ABORTED_BEFORE_DISPATCH`` if it never started — so the log n
 call without its result. Permission denials, unknown tools, bad arguments and exceptions are
 outcomes of :meth:`~dsh.tools._registry.ToolRegistry.execute`, which never raises.
 
+A call a policy parks (its outcome carries ``approval``) gets ``approval/requested`` instead of
+a result; once the step's other calls ran, the step waits for the decisions
+(:mod:`dsh.loop._approvals`), runs the allowed calls and logs the denied ones' results. Disposed
+while it waits, it raises :class:`~dsh.loop._approvals.TurnParked` and logs nothing more.
+
 Tool-call ids must be unique in a session: results are matched to calls by id (when the history
 is projected, when compaction prunes, when a crashed turn is closed). The model's ids are made
 unique before its message reaches the log, by :func:`with_unique_call_ids`.
@@ -22,9 +27,17 @@ from typing import TYPE_CHECKING
 
 from attrs import evolve
 
+from dsh.loop._approvals import TIMEOUT_CODE, Approvals, TurnParked
 from dsh.tools._registry import ToolExecution, ToolOutcome, ToolRegistry
+from dsh.values._approval import summarize_arguments
 from dsh.values._content import Block, Message, Text, ToolCall
-from dsh.values._events import SessionEvent, ToolCallEvent, ToolResultEvent
+from dsh.values._events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    SessionEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 
 if TYPE_CHECKING:
     from dsh.values._agent import Agent
@@ -36,13 +49,21 @@ class ToolDispatch:
     """The tool calls of one step of one agent."""
 
     def __init__(
-        self, agent: Agent, tools: ToolRegistry, turn: int, step: int, max_parallel: int
+        self,
+        agent: Agent,
+        tools: ToolRegistry,
+        turn: int,
+        step: int,
+        max_parallel: int,
+        approvals: Approvals,
     ) -> None:
         self.agent = agent
         self.turn = turn
         self.step = step
         self.max_parallel = max_parallel
         self._tools = tools
+        self._approvals = approvals
+        self._parked: list[ToolCall] = []
 
     async def run(self, calls: Sequence[ToolCall]) -> None:
         pending = list(calls)
@@ -52,9 +73,36 @@ class ToolDispatch:
                 del pending[: len(batch)]
                 await self._run_batch(batch)
         except BaseException as exc:
-            for call in pending:
+            for call in [*pending, *self._parked]:
                 self._log_result(call, self._unstarted(exc))
             raise
+        if self._parked:
+            parked, self._parked = self._parked, []
+            await self.settle(parked)
+
+    async def settle(self, parked: Sequence[ToolCall]) -> None:
+        """Wait for the decisions on the ``parked`` calls, then run each allowed one and log
+        each denied one's result, in the model's order. Disposed while it waits: the calls
+        stay parked (:class:`TurnParked`); aborted: they never run."""
+        try:
+            decisions = await self._approvals.wait([call.id for call in parked])
+        except asyncio.CancelledError as exc:
+            if self.agent.disposing:
+                raise TurnParked from exc
+            for call in parked:
+                self._log_result(call, self._unstarted(exc))
+            raise
+        for index, call in enumerate(parked):
+            decision = decisions[call.id]
+            if not decision.allowed:
+                self._log_result(call, _refused(decision))
+                continue
+            try:
+                await self._run_batch([call], approved=True)
+            except BaseException as exc:
+                for later in parked[index + 1 :]:
+                    self._log_result(later, self._unstarted(exc))
+                raise
 
     def _safe(self, call: ToolCall) -> bool:
         tool = self._tools.get(call.name)
@@ -70,7 +118,7 @@ class ToolDispatch:
             batch.append(call)
         return batch
 
-    async def _run_batch(self, batch: list[ToolCall]) -> None:
+    async def _run_batch(self, batch: list[ToolCall], approved: bool = False) -> None:
         session = self.agent.session
         for call in batch:
             session.log(ToolCallEvent(self.turn, self.step, call.id, call.name, call.arguments))
@@ -81,7 +129,7 @@ class ToolDispatch:
                 self._log_result(call, self._unstarted(exc))
             raise
         if len(batch) == 1:
-            await self._run_one(batch[0])
+            await self._run_one(batch[0], approved)
             return
         limit = asyncio.Semaphore(self.max_parallel)
         tasks = [asyncio.ensure_future(self._execute(call, limit)) for call in batch]
@@ -98,12 +146,12 @@ class ToolDispatch:
                 self._log_result(call, self._settled(task))
             raise
 
-    async def _run_one(self, call: ToolCall) -> None:
+    async def _run_one(self, call: ToolCall, approved: bool) -> None:
         """A batch of one call (most steps) runs in the step's own task: no task, no semaphore
         (so what the tool sets in context variables stays until the step ends, never beyond:
         each step has its own task). Cancelled while it runs, it gets the result a cancelled
         task of a batch gets."""
-        execution = ToolExecution(call.id, call.name, call.arguments, self.agent)
+        execution = ToolExecution(call.id, call.name, call.arguments, self.agent, approved)
         try:
             outcome = await self._tools.execute(execution)
         except asyncio.CancelledError:
@@ -138,10 +186,45 @@ class ToolDispatch:
         return ToolOutcome((Text(f"Error: tool call {what} ({why})"),), True, code)
 
     def _log_result(self, call: ToolCall, outcome: ToolOutcome) -> None:
+        needed = outcome.approval
+        if needed is not None:  # parked: the result waits for a decision
+            tool = self._tools.get(call.name)
+            effect = "other" if tool is None else tool.effect
+            summary = summarize_arguments(call.arguments)
+            self.agent.session.append(
+                ApprovalRequested(
+                    self.turn,
+                    self.step,
+                    call.id,
+                    call.name,
+                    summary,
+                    effect,
+                    needed.by,
+                    needed.reason,
+                    needed.timeout_s,
+                )
+            )
+            self._parked.append(call)
+            return
         result = ToolResultEvent(
             self.turn, self.step, call.id, outcome.content, outcome.is_error, outcome.code
         )
         self.agent.session.append(result)
+
+
+def _refused(decision: ApprovalDecided) -> ToolOutcome:
+    """The result of a parked call that was denied: the model reads why."""
+    if decision.by == "timeout":
+        return ToolOutcome.error(
+            TIMEOUT_CODE,
+            f"{decision.name} needed approval and was not run: {decision.reason}. Do not "
+            "retry it unless the user asks for it.",
+        )
+    return ToolOutcome.error(
+        "DENIED",
+        f"{decision.name} needed approval and the user denied it: {decision.reason}. Do not "
+        "retry this call unless the user asks for it.",
+    )
 
 
 def call_ids(events: Iterable[SessionEvent]) -> set[str]:

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from attrs import evolve
 
+from dsh.loop._approvals import Approvals
 from dsh.loop._inbox import Inbox, InboxMessage, Signal
 from dsh.session._rewind import RewindReport, rewind, shell_tools
 from dsh.session._session import new_session_id
 from dsh.values._agent import PERMISSION_MODES, AgentOptions, AgentStatus, Content, PermissionMode
+from dsh.values._approval import PendingApproval
 from dsh.values._content import MessageSource, UserSource, as_blocks
 from dsh.values._errors import DshError
 from dsh.values._events import (
@@ -41,6 +43,7 @@ class AgentHandle:
     the harness's agents while it lives. The driver sets ``_task`` and runs the turns."""
 
     _task: asyncio.Task[None]
+    _approvals: Approvals
 
     def __init__(
         self, harness: Harness, agent_id: str, options: AgentOptions, session: Session
@@ -151,6 +154,24 @@ class AgentHandle:
         if mode not in PERMISSION_MODES:
             raise DshError(f"unknown permission mode {mode!r}: use one of {PERMISSION_MODES}")
         self.session.append(PermissionModeChange(mode))
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls of this agent and of its live sub-agents parked for a decision."""
+        found = self._approvals.pending()
+        for child in self.harness.family.children_of(self):
+            found += child.pending_approvals()
+        return found
+
+    async def decide(self, call_id: str, allow: bool, reason: str | None = None) -> None:
+        """Decide parked call ``call_id`` (of this agent or a live sub-agent): logged
+        ``approval/decided`` and checkpointed, then the waiting turn goes on. Raises
+        :class:`~dsh.values._approval.AlreadyDecided` when it was decided already, and
+        ``DshError`` when no such call waits."""
+        for child in self.harness.family.children_of(self):
+            if any(p.call_id == call_id for p in child.pending_approvals()):
+                await child.decide(call_id, allow, reason)
+                return
+        await self._approvals.decide(call_id, allow, reason)
 
     async def result(self) -> Any:
         """The typed value of the last completed turn (see :mod:`dsh.loop._output`)."""

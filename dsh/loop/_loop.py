@@ -37,6 +37,7 @@ import structlog
 
 from dsh.loop import _failures as failures
 from dsh.loop import _recovery as recovery
+from dsh.loop._approvals import Approvals, TurnParked
 from dsh.loop._dispatch import call_ids
 from dsh.loop._handle import AgentHandle
 from dsh.loop._profiles import options_for
@@ -62,12 +63,22 @@ from dsh.values._events import (
 
 if TYPE_CHECKING:
     from dsh.app._harness import Harness
+    from dsh.loop._recovery import ParkedStep
     from dsh.session._session import Session
     from dsh.values._chunks import LlmFailure
 
 __all__ = ["AgentLoop", "LoopAgent"]
 
 log = structlog.get_logger("dsh.loop")
+
+
+class Parked:
+    """What a step, and then its turn, returns when the agent was disposed while the step
+    waited for decisions (:class:`~dsh.loop._approvals.TurnParked`): nothing more is logged,
+    the turn stays open for whichever process resumes the session."""
+
+
+PARKED = Parked()
 
 
 class LoopAgent(AgentHandle):
@@ -81,16 +92,32 @@ class LoopAgent(AgentHandle):
         super().__init__(harness, agent_id, options, session)
         self._turn = session.last_turn
         self._call_ids: set[str] | None = None
+        self._approvals = self._approvals_of(session)
+        self._parked_step: ParkedStep | None = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dsh:{agent_id}")
+
+    def _approvals_of(self, session: Session) -> Approvals:
+        approvals = Approvals(self.id, session, self._set_status)
+        approvals.on_busy = self._idle.clear
+        approvals.on_waiting = self._idle.set
+        return approvals
 
     def _continue_in(self, session: Session) -> None:
         super()._continue_in(session)
         self._turn = session.last_turn
         self._call_ids = None
+        self._approvals = self._approvals_of(session)  # a rewind's fork parks its own calls
+
+    def continue_parked(self, parked: ParkedStep) -> None:
+        """Go on with the step a resume found parked (before the driver first runs): the agent
+        is busy until that step waits for its decisions, or the turn ends."""
+        self._parked_step = parked
+        self.status = "waiting"  # what the driver announces once it waits again
+        self._idle.clear()
 
     async def _set_status(self, status: AgentStatus) -> None:
         self.status = status
-        if status != "running" and not self.inbox.has_queued:
+        if status == "waiting" or (status != "running" and not self.inbox.has_queued):
             self._idle.set()
         await self._hooks.agent_status(self, status)
 
@@ -98,16 +125,18 @@ class LoopAgent(AgentHandle):
         structlog.contextvars.bind_contextvars(agent=self.id, session=self.session.id)
         await self._hooks.agent_created(self)
         try:
+            if self._parked_step is not None:
+                await self._set_status("running")
+                await self._run_turn(self._parked_step)
+                self._parked_step = None
+                await self._after_turn()
             while True:
                 await self.inbox.wait_for_queued()
                 if self.inbox.closed:
                     break
                 await self._set_status("running")
                 await self._run_turn()
-                for message in self.inbox.drain_steering():
-                    self.inbox.enqueue(message)
-                if not self.inbox.has_queued and not self._disposing:
-                    await self._set_status("idle")
+                await self._after_turn()
         except GeneratorExit:
             # Closed, not cancelled: the task was dropped with its event loop (a host that
             # never closed its harness). Nothing can be awaited any more; the session keeps
@@ -119,6 +148,12 @@ class LoopAgent(AgentHandle):
             raise
         await self._finish()
 
+    async def _after_turn(self) -> None:
+        for message in self.inbox.drain_steering():
+            self.inbox.enqueue(message)
+        if not self.inbox.has_queued and not self._disposing:
+            await self._set_status("idle")
+
     async def _finish(self) -> None:
         self._disposing = True
         self.inbox.close()
@@ -129,24 +164,33 @@ class LoopAgent(AgentHandle):
         self._idle.set()
         await self._hooks.agent_disposed(self)
 
-    async def _run_turn(self) -> None:
-        self._turn += 1
-        turn = self._turn
+    async def _run_turn(self, parked: ParkedStep | None = None) -> None:
+        """Run a turn; with ``parked``, go on with the parked step of the turn a resume found
+        open (its messages and start are logged already)."""
         self._in_turn = True
         self._abort_reason = None
-        structlog.contextvars.bind_contextvars(turn=turn)
-        queued = self.inbox.drain_queued()
-        for message in queued:
-            data = UserMessage(message.content, message.source, message.queued_seq)
-            self.session.append(data)
-        self.session.append(TurnStart(turn, queued[0].source))
-        await self._hooks.agent_turn_start(self, turn)
+        if parked is None:
+            self._turn += 1
+            turn = self._turn
+            structlog.contextvars.bind_contextvars(turn=turn)
+            queued = self.inbox.drain_queued()
+            for message in queued:
+                data = UserMessage(message.content, message.source, message.queued_seq)
+                self.session.append(data)
+            self.session.append(TurnStart(turn, queued[0].source))
+            await self._hooks.agent_turn_start(self, turn)
+        else:
+            turn = parked.turn
+            structlog.contextvars.bind_contextvars(turn=turn)
         try:
-            reason = await self._run_steps(turn)
+            reason = await self._run_steps(turn, parked)
         except Exception as exc:  # backstop: a plugin failed outside a step
             reason = await self._log_error(turn, 0, exc, failures.plugin_failure(exc))
-        self._deliver_context()
         self._in_turn = False
+        if isinstance(reason, Parked):  # disposed while waiting: the turn stays open
+            await self._flush_parked()
+            return
+        self._deliver_context()
         reason = await self._saved(turn, reason)
         self.session.append(TurnEnd(turn, reason))
         await self._hooks.agent_turn_end(self, turn, reason)
@@ -158,6 +202,12 @@ class LoopAgent(AgentHandle):
             else:  # too late for the turn's reason: an error after its end says it
                 await self._log_error(turn, 0, exc, failures.unsaved_failure(exc))
 
+    async def _flush_parked(self) -> None:
+        try:
+            await self.session.flush()
+        except Exception as exc:  # the requests were checkpointed before the step waited
+            log.warning("parked session not flushed", error=str(exc))
+
     async def _saved(self, turn: int, reason: TurnEndReason) -> TurnEndReason:
         """``reason`` once the turn's events are written; if they cannot be (disk full), an
         error: a turn whose log was not saved is not a success. The events stay buffered, and
@@ -168,13 +218,14 @@ class LoopAgent(AgentHandle):
             return await self._log_error(turn, 0, exc, failures.unsaved_failure(exc))
         return reason
 
-    async def _run_steps(self, turn: int) -> TurnEndReason:
-        step = 0
+    async def _run_steps(self, turn: int, parked: ParkedStep | None) -> TurnEndReason | Parked:
+        step = 0 if parked is None else parked.step - 1
         while True:
             if self._stop_asked():
                 return self._stopped()
             step += 1
-            outcome = await self._run_step(turn, step)
+            outcome = await self._run_step(turn, step, parked)
+            parked = None
             if not isinstance(outcome, StepOutcome):
                 return outcome
             if outcome.max_tokens:
@@ -187,15 +238,21 @@ class LoopAgent(AgentHandle):
             if not decision.proceed and not self.inbox.has_steering:
                 return TurnCompleted(decision.reason or None)
 
-    async def _run_step(self, turn: int, step: int) -> StepOutcome | TurnEndReason:
-        """Run one step, which abort and dispose can cancel alone (:meth:`_step_outcome`)."""
-        self._deliver_steering(turn)
-        self.session.log(StepStart(turn, step))
-        await self._hooks.agent_step_start(self, turn, step)
-        result: StepOutcome | TurnEndReason
+    async def _run_step(
+        self, turn: int, step: int, parked: ParkedStep | None
+    ) -> StepOutcome | TurnEndReason | Parked:
+        """Run one step, which abort and dispose can cancel alone (:meth:`_step_outcome`);
+        with ``parked``, the rest of the step a resume found waiting."""
+        if parked is None:
+            self._deliver_steering(turn)
+            self.session.log(StepStart(turn, step))
+            await self._hooks.agent_step_start(self, turn, step)
+        result: StepOutcome | TurnEndReason | Parked
         error: tuple[BaseException, LlmFailure] | None = None
         try:
-            result = await self._step_outcome(turn, step)
+            result = await self._step_outcome(turn, step, parked)
+            if isinstance(result, Parked):
+                return result
         except failures.StepFailed as exc:
             error = (exc, exc.failure)
             result = failures.failure_reason(exc.failure)
@@ -208,7 +265,9 @@ class LoopAgent(AgentHandle):
             await self._log_error(turn, step, *error)
         return result
 
-    async def _step_outcome(self, turn: int, step: int) -> StepOutcome | TurnEndReason:
+    async def _step_outcome(
+        self, turn: int, step: int, parked: ParkedStep | None
+    ) -> StepOutcome | TurnEndReason | Parked:
         """The step's outcome, or the reason abort or dispose stopped it.
 
         The step runs in the agent's own task (a task per step cost a task and two turns of
@@ -222,10 +281,16 @@ class LoopAgent(AgentHandle):
         assert task is not None, "an agent runs in its own task"
         self._step_task = task
         try:
-            outcome = await self._step(turn, step).run()
+            running = self._step(turn, step)
+            if parked is None:
+                outcome = await running.run()
+            else:
+                outcome = await running.resume_parked(list(parked.calls))
             # Stopped while it ran, and it finished before the cancellation reached it (a chunk
             # observer that aborted: see AgentHandle._cancel_step): stopped all the same.
             return self._stopped() if self._stop_asked() else outcome
+        except TurnParked:
+            return PARKED
         except asyncio.CancelledError:
             if self._take_back_cancels(task):
                 raise
@@ -252,7 +317,15 @@ class LoopAgent(AgentHandle):
         if self._call_ids is None:  # read from the log once; the loop is its only writer
             self._call_ids = call_ids(self.session.events)
         steering = functools.partial(self._deliver_steering, turn)
-        return Step(self.harness, self, turn, step, call_ids=self._call_ids, steering=steering)
+        return Step(
+            self.harness,
+            self,
+            turn,
+            step,
+            call_ids=self._call_ids,
+            steering=steering,
+            approvals=self._approvals,
+        )
 
     async def _log_error(
         self, turn: int, step: int, exc: BaseException, failure: LlmFailure
@@ -307,6 +380,9 @@ class AgentLoop:
         one the session id was made for (:func:`dsh.session._session.agent_id_of`)."""
         session = await recovery.reopen(self._harness.sessions, session_id)
         agent = self.create(agent_id or agent_id_of(session_id), options, session)
+        parked = recovery.parked_step(session.events)
+        if parked is not None:
+            agent.continue_parked(parked)
         agent.requeue(recovery.pending_messages(session.events))
         return agent
 

@@ -39,6 +39,7 @@ from dsh.values._value import Value
 
 if TYPE_CHECKING:
     from dsh.app._harness import Harness
+    from dsh.loop._approvals import Approvals
     from dsh.values._agent import Agent
 
 __all__ = ["Step", "StepOutcome"]
@@ -69,6 +70,7 @@ class Step:
         *,
         call_ids: set[str],
         steering: Callable[[], bool],
+        approvals: Approvals,
     ) -> None:
         self.harness = harness
         self.agent = agent
@@ -76,6 +78,7 @@ class Step:
         self.step = step
         self._call_ids = call_ids
         self._deliver_steering = steering
+        self._approvals = approvals
 
     async def run(self) -> StepOutcome:
         result, model = await self._call_model()
@@ -85,11 +88,21 @@ class Step:
         data = AssistantMessage(turn, step, message.content, result.usage, model)
         agent.session.append(data)
         calls = [block for block in message.content if isinstance(block, ToolCall)]
-        limit = self.harness.config.section("agent_loop", AgentLoopConfig).max_parallel_tools
-        dispatch = ToolDispatch(agent, self.harness.tools, turn, step, limit)
-        await dispatch.run(calls)
+        await self._dispatch().run(calls)
         steered = self._deliver_steering()
         return StepOutcome(bool(calls) or steered, isinstance(result.finish, FinishMaxTokens))
+
+    async def resume_parked(self, parked: list[ToolCall]) -> StepOutcome:
+        """The rest of a step a resume found parked (:func:`dsh.loop._recovery.parked_step`):
+        wait for the decisions on ``parked``, run what was allowed, deliver steering."""
+        await self._dispatch().settle(parked)
+        self._deliver_steering()
+        return StepOutcome(True, False)
+
+    def _dispatch(self) -> ToolDispatch:
+        limit = self.harness.config.section("agent_loop", AgentLoopConfig).max_parallel_tools
+        tools = self.harness.tools
+        return ToolDispatch(self.agent, tools, self.turn, self.step, limit, self._approvals)
 
     async def _call_model(self) -> tuple[AssembledMessage, str]:
         """Stream the request; ask ``dsh_agent_request_error`` after each failed attempt.

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from dsh.tools._output import HeadTail
     from dsh.tools._registry import (
         TOOL_NAME,
+        ApprovalNeeded,
         Effect,
         InvalidTool,
         Tool,
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
         PermissionMode,
         Retry,
     )
+    from dsh.values._approval import AlreadyDecided, PendingApproval
     from dsh.values._chunks import (
         BlockEnd,
         BlockStart,
@@ -140,6 +142,8 @@ if TYPE_CHECKING:
     from dsh.values._events import (
         CORE_EVENT_TYPES,
         RETRY_EVENT,
+        ApprovalDecided,
+        ApprovalRequested,
         AssistantChunk,
         AssistantMessage,
         ContextMessage,
@@ -208,6 +212,10 @@ __all__ = [
     "AgentOptions",
     "AgentSource",
     "AgentStatus",
+    "AlreadyDecided",
+    "ApprovalDecided",
+    "ApprovalNeeded",
+    "ApprovalRequested",
     "AssembledMessage",
     "AssistantChunk",
     "AssistantMessage",
@@ -269,6 +277,7 @@ __all__ = [
     "OutputFailed",
     "OutputResult",
     "OutputRetry",
+    "PendingApproval",
     "PermissionMode",
     "PermissionModeChange",
     "PluginLoadError",
@@ -389,6 +398,11 @@ _HOMES = {
     "AgentOptions": "dsh.values._agent",
     "AgentSource": "dsh.values._content",
     "AgentStatus": "dsh.values._agent",
+    "AlreadyDecided": "dsh.values._approval",
+    "ApprovalDecided": "dsh.values._events",
+    "ApprovalNeeded": "dsh.tools._registry",
+    "ApprovalRequested": "dsh.values._events",
+    "PendingApproval": "dsh.values._approval",
     "AssembledMessage": "dsh.llm._assembler",
     "AssistantChunk": "dsh.values._events",
     "AssistantMessage": "dsh.values._events",

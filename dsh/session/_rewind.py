@@ -392,7 +392,9 @@ def _answered_later(events: EventLog, start: int) -> list[int]:
 
 
 #: The codes of a call's result that say its tool never ran.
-NOT_RUN = frozenset({"DENIED", "ABORTED_BEFORE_DISPATCH", "UNKNOWN_TOOL", "INVALID_ARGS"})
+NOT_RUN = frozenset(
+    {"DENIED", "APPROVAL_TIMEOUT", "ABORTED_BEFORE_DISPATCH", "UNKNOWN_TOOL", "INVALID_ARGS"}
+)
 
 
 def _ran(events: EventLog, turn: int, tools: Collection[str]) -> int:

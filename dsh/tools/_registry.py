@@ -36,6 +36,7 @@ __all__ = [
     "GUARDED_EFFECTS",
     "POLICY_SECTION",
     "TOOL_NAME",
+    "ApprovalNeeded",
     "Effect",
     "InvalidTool",
     "NoPolicyConfig",
@@ -166,6 +167,8 @@ class ToolExecution(Value):
     name: str
     arguments: str
     agent: Agent | None = None
+    #: The call was parked and then allowed (``agent.decide``): a policy lets it run.
+    approved: bool = False
 
     def parsed_arguments(self) -> Any:
         """The arguments as JSON values; an empty string means ``{}``. Raises ``ValueError``."""
@@ -214,17 +217,40 @@ def _outside(path: str, root: Path, how: str) -> str:
 
 
 @frozen(repr=False)
+class ApprovalNeeded(Value):
+    """Why a policy parks a call instead of deciding it: ``by`` what asked (a ``rule``, the
+    ``mode``) and ``reason`` why; ``timeout_s``: how long it may wait (``None``: for ever)."""
+
+    by: str
+    reason: str
+    timeout_s: float | None = None
+
+
+@frozen(repr=False)
 class ToolOutcome(Value):
     """What a tool call produced. ``code`` says why an error happened (``UNKNOWN_TOOL``,
-    ``INVALID_ARGS``, ``TOOL_ERROR``, ``TOOL_TIMEOUT``, ``ABORTED``, ``DENIED``, ...)."""
+    ``INVALID_ARGS``, ``TOOL_ERROR``, ``TOOL_TIMEOUT``, ``ABORTED``, ``DENIED``, ...).
+    ``approval`` is set (code ``APPROVAL_PENDING``) when a policy parked the call: the loop
+    logs ``approval/requested`` instead of a result and waits for a decision."""
 
     content: tuple[Text | Image, ...]
     is_error: bool = False
     code: str | None = None
+    approval: ApprovalNeeded | None = None
 
     @classmethod
     def error(cls, code: str, message: str) -> ToolOutcome:
         return cls((Text(f"Error: {message}"),), is_error=True, code=code)
+
+    @classmethod
+    def deferred(cls, needed: ApprovalNeeded) -> ToolOutcome:
+        """The call waits for a decision. A caller that cannot park it (no agent loop runs it)
+        reads this outcome as the error it also is: the call did not run."""
+        text = (
+            f"Error: not run: the call needs approval ({needed.reason}) and was parked for a "
+            "decision"
+        )
+        return cls((Text(text),), True, "APPROVAL_PENDING", needed)
 
 
 @frozen(repr=False)
@@ -253,10 +279,13 @@ class NoPolicyConfig(Value):
     is disabled or failed to load): calls of tools that write files or run commands are denied,
     unless ``mode = "full"`` and no ``rules`` are given, which runs every call unrestricted. The
     keys are those of the ``permissions`` plugin, so one config works with and without it;
-    ``rules`` cannot be applied without the plugin, so giving any keeps the denial."""
+    ``rules`` cannot be applied without the plugin, so giving any keeps the denial, and
+    ``approval`` and ``approval_timeout_s`` mean nothing without it (nothing asks)."""
 
     mode: Literal["read-only", "workspace-write", "full"] = "workspace-write"
     rules: tuple[Any, ...] = ()
+    approval: Literal["ask", "deny", "defer"] = "ask"
+    approval_timeout_s: float | None = None
 
     @property
     def unrestricted(self) -> bool:

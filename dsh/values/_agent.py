@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from dsh.values._approval import PendingApproval
 from dsh.values._chunks import LlmFailure
 from dsh.values._content import Block, MessageSource, UserSource
 from dsh.values._events import RetryEvent
@@ -38,7 +39,7 @@ __all__ = [
 #: What ``send``, ``steer`` and ``inject`` accept: text, one block or a sequence of blocks.
 Content = str | Block | Sequence[Block]
 
-AgentStatus = Literal["idle", "running", "disposed"]
+AgentStatus = Literal["idle", "running", "waiting", "disposed"]
 
 #: How a permission policy judges an agent's tool calls (see the ``permissions`` plugin):
 #: ``plan`` runs only read-only tools while the model plans.
@@ -111,8 +112,9 @@ class Retry(Value):
 class Agent(Protocol):
     """An agent as a plugin or a host may use it.
 
-    ``status`` is ``"idle"`` (waiting for a message), ``"running"`` (a turn runs) or
-    ``"disposed"``; ``idle`` is true when nothing is queued and no turn runs (what
+    ``status`` is ``"idle"`` (waiting for a message), ``"running"`` (a turn runs),
+    ``"waiting"`` (a turn waits for decisions on parked tool calls) or ``"disposed"``; ``idle``
+    is true when nothing is queued and no turn runs, or the turn waits for decisions (what
     :meth:`wait_idle` waits for). ``abort_reason`` is set while a turn is being aborted.
     """
 
@@ -156,6 +158,13 @@ class Agent(Protocol):
     def set_permission_mode(self, mode: PermissionMode) -> None:
         """Switch how the permission policy judges this agent's later tool calls (``plan`` to
         ``workspace-write`` once a plan is approved, say); logged ``permissions/mode``."""
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls of this agent and its live sub-agents parked for a decision."""
+
+    async def decide(self, call_id: str, allow: bool, reason: str | None = None) -> None:
+        """Decide parked call ``call_id``; the waiting turn goes on (a denied call's result
+        tells the model ``reason``)."""
 
     async def result(self) -> Any:
         """The typed value of the last completed turn (``AgentOptions.output_type``); raises

@@ -24,6 +24,8 @@ from dsh.values._value import Value
 __all__ = [
     "CORE_EVENT_TYPES",
     "RETRY_EVENT",
+    "ApprovalDecided",
+    "ApprovalRequested",
     "AssistantChunk",
     "AssistantMessage",
     "ContextMessage",
@@ -481,6 +483,42 @@ class SessionRewind(Value):
     shell_calls: int = 0
 
 
+@frozen(repr=False)
+class ApprovalRequested(Value):
+    """Data of ``approval/requested``: tool call ``call_id`` (of tool ``name``, step ``step``
+    of turn ``turn``) needs a decision nobody present could give, so the turn is parked until
+    ``agent.decide`` records one (``approval/decided``). ``summary`` is the call's arguments,
+    shortened; ``effect`` what the tool declares it does; ``by`` what asked (a ``rule`` or the
+    ``mode``) and ``reason`` why; past ``timeout_s`` seconds (``None``: never) the call is
+    denied (``APPROVAL_TIMEOUT``)."""
+
+    type: ClassVar[str] = "approval/requested"
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    summary: str
+    effect: str
+    by: str
+    reason: str
+    timeout_s: float | None = None
+
+
+@frozen(repr=False)
+class ApprovalDecided(Value):
+    """Data of ``approval/decided``: whether call ``call_id`` (of tool ``name``) may run,
+    decided ``by`` a ``rule``, the ``mode``, the ``approver`` (a host that answered, or
+    ``agent.decide`` for a parked call), ``timeout`` (a parked call's ``timeout_s`` passed) or
+    ``nobody`` (no host could ask: denied), and why."""
+
+    type: ClassVar[str] = "approval/decided"
+    call_id: str
+    name: str
+    allowed: bool
+    by: str
+    reason: str
+
+
 #: The data of every built-in event type: ``isinstance`` narrows a :attr:`SessionEvent.data` to
 #: one of them.
 CoreEventData: TypeAlias = (
@@ -514,6 +552,8 @@ CoreEventData: TypeAlias = (
     | FileBlob
     | FileChange
     | SessionRewind
+    | ApprovalRequested
+    | ApprovalDecided
 )
 
 _CORE_EVENT_CLASSES: tuple[type[CoreEventData], ...] = get_args(CoreEventData)

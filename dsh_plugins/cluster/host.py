@@ -38,7 +38,7 @@ from dsh.plugin import (
 from dsh_plugins.cluster.spec import HostSpec, load_plugin
 
 if TYPE_CHECKING:
-    from dsh.plugin import Agent, Content, Session, SessionEvent
+    from dsh.plugin import Agent, Content, PendingApproval, Session, SessionEvent
 
 __all__ = ["BEAT_S", "OWNER_SECTIONS", "POLL_S", "Beat", "Elsewhere", "HostInfo", "SessionHost"]
 
@@ -208,6 +208,21 @@ class SessionHost:
         holds it."""
         agent = await self._agent(session_id, create=False)
         return agent if isinstance(agent, Elsewhere) else None
+
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval] | Elsewhere:
+        """The session's parked calls (the stored session is resumed here first)."""
+        agent = await self._agent(session_id, create=False)
+        return agent if isinstance(agent, Elsewhere) else agent.pending_approvals()
+
+    async def decide(
+        self, session_id: str, call_id: str, allow: bool, reason: str | None = None
+    ) -> Elsewhere | None:
+        """Decide the session's parked call ``call_id``; returns once it is recorded."""
+        agent = await self._agent(session_id, create=False)
+        if isinstance(agent, Elsewhere):
+            return agent
+        await agent.decide(call_id, allow, reason)
+        return None
 
     async def events(
         self, session_id: str, after_seq: int = -1

@@ -5,7 +5,8 @@ replica that started them), restarted by Ray without limit when they or their no
 spread over the nodes. Every replica computes the same routes: the session's host from a hash
 ring over the hosts' names, unless a host answered that another one holds the session's lease.
 
-Calls that can be repeated (``abort``, ``resume``, ``events``) are repeated here, after the
+Calls that can be repeated (``abort``, ``resume``, ``events``, ``pending_approvals``,
+``decide``) are repeated here, after the
 host is restarted or the session found elsewhere, rather than by Ray (``max_task_retries`` is
 0): only the pool can send the repeat to another host. ``send`` and ``steer`` are never
 repeated once a host may have taken them (:class:`~dsh.cluster.HostLost`).
@@ -27,7 +28,7 @@ from dsh_plugins.cluster.ring import HashRing
 from dsh_plugins.cluster.spec import HostSpec
 
 if TYPE_CHECKING:
-    from dsh.plugin import Content, SessionEvent
+    from dsh.plugin import Content, PendingApproval, SessionEvent
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -155,6 +156,19 @@ class RayPool(Pool):
     async def resume(self, session_id: str) -> None:
         await self._call(session_id, "resume", repeat=True)
 
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        found: list[PendingApproval] = await self._call(
+            session_id, "pending_approvals", repeat=True
+        )
+        return found
+
+    async def decide(
+        self, session_id: str, call_id: str, allow: bool, reason: str | None = None
+    ) -> None:
+        # Repeated after a host died: the decision is on disk or it is not, and a repeat of one
+        # that is says "already decided", with the verdict.
+        await self._call(session_id, "decide", call_id, allow, reason, repeat=True)
+
     async def events(
         self, session_id: str, after_seq: int = -1
     ) -> AsyncGenerator[SessionEvent, None]:
@@ -237,7 +251,7 @@ class RayPool(Pool):
             self._handles[name] = handle
         return handle
 
-    async def _call(self, session_id: str, method: str, *args: Any, repeat: bool) -> None:
+    async def _call(self, session_id: str, method: str, *args: Any, repeat: bool) -> Any:
         waits = self._waits(session_id)
         while True:
             host, handle = self._reachable(session_id)
@@ -250,7 +264,7 @@ class RayPool(Pool):
                 await anext(waits)
                 continue
             if not isinstance(answer, Elsewhere):
-                return
+                return answer
             self._moved(session_id, host, answer)
             await anext(waits)
 

@@ -141,8 +141,10 @@ class Conversations:
                 raise
             finally:
                 del self._asking[agent.session.id]
-        answer, ended = _answer(events)
         note = f"session_id: {agent.session.id} (pass it to ask to continue this conversation)"
+        if agent.status == "waiting":  # [permissions] approval = "defer": the turn is parked
+            return _result(*_waiting(agent), note, is_error=True)
+        answer, ended = _answer(events)
         if ended is not None:
             text = f"the turn ended {ended}\n{answer}".rstrip()
             return _result(text, *asking.notes, note, is_error=True)
@@ -221,6 +223,15 @@ def _keep_mode(agent: Agent, mode: PermissionMode) -> None:
     last = next(agent.session.events.select(PermissionModeChange, reverse=True), None)
     if last is None or not (isinstance(last.data, PermissionModeChange) and last.data.mode == mode):
         agent.set_permission_mode(mode)
+
+
+def _waiting(agent: Agent) -> list[str]:
+    """What a parked turn waits for, and how to decide it."""
+    return [
+        f"the turn waits for approval of {p.name} {brief(p.summary, 300)} ({p.reason}): decide "
+        f"it with dsh approvals allow|deny {p.session_id} {p.call_id}; the turn then goes on"
+        for p in agent.pending_approvals()
+    ]
 
 
 def _answer(events: Sequence[SessionEvent]) -> tuple[str, str | None]:

@@ -4,9 +4,11 @@ A ``dsh_tools_execute`` middleware (``tryfirst``, so it wraps every other middle
 classifies each call by the tool's declared ``effect`` and the rules and mode of config section
 ``permissions`` (see :mod:`dsh_plugins.permissions.policy`). ``ask`` goes to
 ``harness.hooks.tools_approve(execution, reason)``, which a host answers; nobody answering means
-no. Every decision is appended to the agent's session: ``approval/asked`` when a host is asked,
-``approval/decided`` always. A denied call does not run: its result is a ``DENIED`` error that
-tells the model why and what the user could change.
+no — unless ``approval = "defer"``, which parks the call until ``agent.decide`` (in this process
+or any that resumes the session) decides it; ``approval = "deny"`` refuses without asking.
+Every decision is appended to the agent's session: ``approval/asked`` when a host is asked,
+``approval/decided`` always (for a parked call, when it is decided). A denied call does not
+run: its result is a ``DENIED`` error that tells the model why and what the user could change.
 
 A sub-agent (``agent_loop.create(..., parent=...)``, the ``task`` tool) is judged in the
 strictest of its own mode and the current modes of the agents above it (:func:`effective_mode`),
@@ -26,6 +28,8 @@ from attrs import evolve, frozen
 
 from dsh.plugin import (
     PERMISSION_MODES,
+    ApprovalDecided,
+    ApprovalNeeded,
     DshError,
     Effect,
     LlmRequest,
@@ -52,9 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASKED",
-    "DECIDED",
     "ApprovalAsked",
-    "ApprovalDecided",
     "LoggedMode",
     "PermissionsConfig",
     "PermissionsPlugin",
@@ -71,7 +73,6 @@ PLAN_NOTE = (
     "and approves it before it is carried out."
 )
 ASKED = "approval/asked"
-DECIDED = "approval/decided"
 #: Modes from the strictest: ``PERMISSION_MODES`` lists them in that order.
 _STRICTNESS: dict[str, int] = {mode: rank for rank, mode in enumerate(PERMISSION_MODES)}
 #: Where :func:`effective_mode` reads the mode a session logged last (``None``: none).
@@ -89,20 +90,6 @@ class ApprovalAsked(Value):
     call_id: str
     name: str
     arguments: str
-    reason: str
-
-
-@frozen(repr=False)
-class ApprovalDecided(Value):
-    """Data of ``approval/decided``: whether call ``call_id`` (of tool ``name``) may run,
-    decided ``by`` a ``rule``, the ``mode``, the ``approver`` (the host that answered) or
-    ``nobody`` (no host could ask: denied), and why."""
-
-    type: ClassVar[str] = DECIDED
-    call_id: str
-    name: str
-    allowed: bool
-    by: str
     reason: str
 
 
@@ -125,7 +112,6 @@ class PermissionsPlugin:
     @hookimpl
     def dsh_register_event_types(self, register: Callable[[str, type[Any]], Any]) -> None:
         register(ApprovalAsked.type, ApprovalAsked)
-        register(ApprovalDecided.type, ApprovalDecided)
 
     @hookimpl(tryfirst=True)
     async def dsh_tools_execute(
@@ -133,7 +119,9 @@ class PermissionsPlugin:
     ) -> ToolOutcome:
         harness = self._require_harness()
         tool = harness.tools.get(execution.name)
-        if tool is None:  # nothing would run: the registry answers UNKNOWN_TOOL
+        if tool is None or execution.approved:
+            # Nothing would run (the registry answers UNKNOWN_TOOL), or the call was parked
+            # and then allowed: its decision is logged already.
             return await call_next(execution)
         configured = harness.config.section(SECTION, PermissionsConfig)
         mode, source = effective_mode(configured, execution.agent, harness.family, self._modes.mode)
@@ -146,7 +134,11 @@ class PermissionsPlugin:
             inherited_from=source,
         )
         if decision.action == "ask":
-            decision = await self._ask(harness, execution, decision)
+            asking = decision
+            decision = await self._ask(harness, execution, asking, configured.approval)
+            if decision.by == "nobody" and configured.approval == "defer" and execution.agent:
+                timeout_s = configured.approval_timeout_s
+                return ToolOutcome.deferred(ApprovalNeeded(asking.by, asking.reason, timeout_s))
         allowed = decision.action == "allow"
         _append(
             execution,
@@ -184,7 +176,12 @@ class PermissionsPlugin:
     def dsh_session_closed(self, session: Session) -> None:
         self._modes.closed(session)
 
-    async def _ask(self, harness: Harness, execution: ToolExecution, asking: Decision) -> Decision:
+    async def _ask(
+        self, harness: Harness, execution: ToolExecution, asking: Decision, approval: str
+    ) -> Decision:
+        """Ask a host (unless ``approval`` is ``deny``); nobody answering is ``nobody``'s no."""
+        if approval == "deny":
+            return Decision("deny", "setting", asking.reason)
         data = ApprovalAsked(execution.call_id, execution.name, execution.arguments, asking.reason)
         _append(execution, data)
         approved = await harness.hooks.tools_approve(execution, asking.reason)

@@ -39,9 +39,10 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
-from attrs import frozen
+from attrs import field, frozen
+from attrs.validators import optional
 
-from dsh.plugin import Effect, ToolError, Value, confine
+from dsh.plugin import Effect, ToolError, Value, at_least, confine
 from dsh_plugins.permissions import commands
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
 
 Mode = Literal["plan", "read-only", "workspace-write", "full"]
 Action = Literal["allow", "deny", "ask"]
+Approval = Literal["ask", "deny", "defer"]
 
 #: The arguments that name what a call acts on, in the order they are looked for.
 SUBJECT_ARGUMENTS = ("command", "path", "pattern", "url")
@@ -105,10 +107,19 @@ class PermissionsConfig(Value):
     undeclared tools too, whatever the rules say); in ``workspace-write`` reads and
     writes inside the workspace run, commands ask; in ``full`` everything runs. Tools that
     declare no effect run, except in ``read-only``, where they ask. Without this plugin the core
-    reads ``mode`` alone and denies writes and commands unless it is ``full``."""
+    reads ``mode`` alone and denies writes and commands unless it is ``full``.
+
+    ``approval`` says what a call that asks becomes: ``ask`` asks the host (``dsh chat``
+    asks you; a headless run has nobody to ask and denies), ``deny`` denies without asking,
+    ``defer`` asks the host and, when nobody answers, parks the turn until ``agent.decide``
+    or ``dsh approvals allow|deny`` decides (in any process that resumes the session).
+    ``approval_timeout_s``: a parked call still undecided after this many seconds is denied
+    (code ``APPROVAL_TIMEOUT``); unset, it waits for ever."""
 
     mode: Mode = "workspace-write"
     rules: tuple[Rule, ...] = ()
+    approval: Approval = "ask"
+    approval_timeout_s: float | None = field(default=None, validator=optional(at_least(0)))
 
 
 @frozen(repr=False)
@@ -189,12 +200,12 @@ def _does(tool: str, effect: Effect) -> str:
 
 def denial(decision: Decision, tool: str) -> str:
     """What a denied call tells the model: why, and what the user could change."""
-    if decision.by in ("approver", "nobody"):
-        why = (
-            "the user declined it"
-            if decision.by == "approver"
-            else "nobody could be asked (a non-interactive run)"
-        )
+    if decision.by in ("approver", "nobody", "setting"):
+        why = {
+            "approver": "the user declined it",
+            "nobody": "nobody could be asked (a non-interactive run)",
+            "setting": 'approval = "deny" refuses every call that needs approval',
+        }[decision.by]
         return (
             f"{tool} needs approval ({decision.reason}) and was not approved: {why}. Do not "
             "retry this call unless the user asks for it; the user can allow it with a "

@@ -48,7 +48,16 @@ from dsh_plugins.terminal_ui.render import Lines, Renderer, one_line
 from dsh_plugins.terminal_ui.style import Style, wants_color
 from dsh_plugins.terminal_ui.view import AgentView, ApprovalPolicy, JsonFeed, OutputGuard
 
-__all__ = ["EXIT_CODES", "HELP", "USAGE_ERROR", "configure", "exit_code", "outcome", "run"]
+__all__ = [
+    "EXIT_CODES",
+    "HELP",
+    "PARKED",
+    "USAGE_ERROR",
+    "configure",
+    "exit_code",
+    "outcome",
+    "run",
+]
 
 HELP = RUN_HELP
 
@@ -63,6 +72,9 @@ EXIT_CODES = {
 }
 #: Exit code when the command cannot start: bad options, unknown model, no API key, no session.
 USAGE_ERROR = 2
+#: Exit code when the turn is parked: a tool call waits for a decision (``approval = "defer"``)
+#: that ``dsh approvals allow|deny`` or any host that resumes the session can give.
+PARKED = 4
 
 
 def exit_code(reason: TurnEndReason) -> int:
@@ -115,8 +127,19 @@ async def run(
         with _interrupts_abort(agent), stdout.reader_watched():
             agent.send(prompt)
             await agent.wait_idle()
+        if agent.status == "waiting":
+            return _parked(agent, notes)
     code = outcome(agent, sent_at)
     return await _print_result(agent, out, err) if typed and code == 0 else code
+
+
+def _parked(agent: Agent, notes: Lines) -> int:
+    """The turn waits for decisions: say on which calls, and how to give them."""
+    for pending in agent.pending_approvals():
+        call = f"{pending.name} {one_line(pending.summary, 80)}"
+        notes.line(notes.style.yellow(f"waiting for approval: {call} ({pending.reason})"))
+        notes.line(f"  dsh approvals allow|deny {pending.session_id} {pending.call_id}")
+    return PARKED
 
 
 async def _print_result(agent: Agent, out: TextIO, err: TextIO) -> int:
@@ -140,6 +163,8 @@ def _plugins(
     async def decide(execution: ToolExecution, reason: str) -> bool | None:
         if args.yes:
             return True
+        if _defers(harness):
+            return None  # nobody here can decide: the call is parked, and said so at the end
         call = f"{execution.name} {one_line(execution.arguments, 80)}"
         notes.line(notes.style.yellow(f"denied: {call} ({reason}); --yes approves"))
         return None  # nobody could be asked: denied, and the model is told so
@@ -163,6 +188,12 @@ def _plugins(
     for plugin in plugins:
         harness.plugins.register(plugin, name=f"terminal_ui.run.{type(plugin).__name__}")
     return plugins
+
+
+def _defers(harness: Harness) -> bool:
+    """Whether a call nobody approves is parked (``[permissions] approval = "defer"``)."""
+    permissions = harness.config.dump().get("permissions") or {}
+    return bool(permissions.get("approval") == "defer")
 
 
 def outcome(agent: Agent, since: int) -> int:

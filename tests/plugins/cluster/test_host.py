@@ -14,8 +14,15 @@ import pytest
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
 from dsh.values._agent import AgentOptions
+from dsh.values._approval import AlreadyDecided
 from dsh.values._errors import DshError
-from dsh.values._events import SessionEvent, ToolCallEvent, TurnEnd
+from dsh.values._events import (
+    ApprovalRequested,
+    SessionEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+)
 from dsh_plugins.cluster import host as host_module
 from dsh_plugins.cluster.host import Beat, Elsewhere, SessionHost
 from dsh_plugins.cluster.spec import HostSpec, load_plugin
@@ -136,6 +143,72 @@ async def test_abort_ends_the_running_turn(host: SessionHost) -> None:
     await stream.aclose()
     assert end.reason.type == "aborted"
     assert await host.abort("nobody") is None
+
+
+async def test_a_parked_call_is_listed_and_decided_on_the_host_that_holds_it(
+    mock_server: MockServer, tmp_path: Path
+) -> None:
+    spec = host_spec(mock_server, tmp_path / "s.db", permissions={"approval": "defer"})
+    host, other = SessionHost("host-a", spec), SessionHost("host-b", spec)
+    try:
+        await host.send("s1", "stamp this")
+        stream = host.events("s1")
+        async for item in stream:
+            assert isinstance(item, SessionEvent)
+            if isinstance(item.data, ApprovalRequested):
+                break
+        pending = await host.pending_approvals("s1")
+        assert isinstance(pending, list)
+        [parked] = pending
+        assert (parked.session_id, parked.name) == ("s1", "stamp")
+        assert isinstance(await other.pending_approvals("s1"), Elsewhere)
+        assert isinstance(await other.decide("s1", parked.call_id, True), Elsewhere)
+        assert await host.decide("s1", parked.call_id, True) is None
+        end = await until_turn_end(stream, [])
+        await stream.aclose()
+        assert end.reason.type == "completed"
+        with pytest.raises(AlreadyDecided):
+            await host.decide("s1", parked.call_id, False)
+        assert await host.pending_approvals("s1") == []
+    finally:
+        await host.close()
+        await other.close()
+
+
+async def test_a_parked_session_is_decided_on_the_next_host_after_its_own_closed(
+    mock_server: MockServer, tmp_path: Path
+) -> None:
+    spec = host_spec(mock_server, tmp_path / "s.db", permissions={"approval": "defer"})
+    host = SessionHost("host-a", spec)
+    try:
+        await host.send("s1", "stamp this")
+        stream = host.events("s1")
+        async for item in stream:
+            assert isinstance(item, SessionEvent)
+            if isinstance(item.data, ApprovalRequested):
+                break
+        await stream.aclose()
+    finally:
+        await host.close()  # the turn stays parked in the store
+    other = SessionHost("host-b", spec)
+    try:
+        pending = await other.pending_approvals("s1")
+        assert isinstance(pending, list)
+        [parked] = pending
+        assert await other.decide("s1", parked.call_id, False, "not now") is None
+        seen: list[SessionEvent] = []
+        stream = other.events("s1")
+        end = await until_turn_end(stream, seen)
+        await stream.aclose()
+        assert end.reason.type == "completed"
+        [denied] = [
+            e.data
+            for e in seen
+            if isinstance(e.data, ToolResultEvent) and e.data.call_id == parked.call_id
+        ]
+        assert denied.code == "DENIED"
+    finally:
+        await other.close()
 
 
 async def test_resume_of_an_unknown_session_says_so(host: SessionHost) -> None:

@@ -27,9 +27,17 @@ from dsh.session._verify import verify
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
 from dsh.values._agent import AgentOptions
+from dsh.values._approval import AlreadyDecided
 from dsh.values._content import text_of
 from dsh.values._errors import DshError
-from dsh.values._events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd, UserMessage
+from dsh.values._events import (
+    ApprovalRequested,
+    SessionEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    UserMessage,
+)
 
 ray = pytest.importorskip(
     "ray", reason="the cluster tests need Ray: pip install 'dsh-harness[ray]'"
@@ -213,6 +221,40 @@ async def test_abort_and_resume_reach_the_host(pool: RayPool) -> None:
     await pool.resume("chat-2")
     with pytest.raises(DshError, match="no stored session"):
         await pool.resume("never-used")
+
+
+async def test_a_parked_call_is_decided_through_the_pool(
+    cluster: Cluster, mock_server: MockServer, schema: str
+) -> None:
+    spec = spec_for(mock_server, schema)
+    deferring = HostSpec(
+        config={**spec.config, "permissions": {"approval": "defer"}},
+        plugins=spec.plugins,
+        options=spec.options,
+    )
+    pool = await connect(
+        spec=deferring,
+        prefix=f"host-{secrets.token_hex(3)}",
+        namespace="dsh-tests",
+        resources=HOST_RESOURCES,
+    )
+    assert isinstance(pool, RayPool)
+    try:
+        await pool.send("parked-1", "stamp this")
+        seen: list[SessionEvent] = []
+        stream = pool.events("parked-1")
+        await until(stream, seen, lambda e: isinstance(e.data, ApprovalRequested))
+        [parked] = await pool.pending_approvals("parked-1")
+        assert parked.name == "stamp"
+        await pool.decide("parked-1", parked.call_id, True)
+        end = await until(stream, seen, ends_turn)
+        await stream.aclose()
+        assert end.reason.type == "completed"
+        with pytest.raises(AlreadyDecided):
+            await pool.decide("parked-1", parked.call_id, False)
+        assert await pool.pending_approvals("parked-1") == []
+    finally:
+        await stop_hosts(pool)
 
 
 async def test_two_replicas_write_one_session_one_writer_at_a_time(

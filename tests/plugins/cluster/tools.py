@@ -43,12 +43,23 @@ async def pause(text: str, *, execution: ToolExecution) -> str:
     return f"paused: {text}"
 
 
+@dsh.tool(effect="execute")
+async def stamp(text: str, *, execution: ToolExecution) -> str:
+    """Stamp the text (runs a command: it needs approval in the default mode).
+
+    Args:
+        text: What to stamp.
+    """
+    return f"stamped: {text}"
+
+
 class HostTools:
     @dsh.hookimpl
     def dsh_register_tools(self, register: Any) -> None:
         register(echo)
         register(hold)
         register(pause)
+        register(stamp)
 
 
 #: The message that makes a test host's process exit at once, as a crash would.

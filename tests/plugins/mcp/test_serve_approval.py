@@ -244,6 +244,23 @@ async def test_a_client_without_elicitation_gets_the_reason_in_the_answer() -> N
     assert texts(result)[2].startswith("session_id: ")
 
 
+async def test_with_approval_defer_a_call_nobody_can_approve_parks_the_turn() -> None:
+    host = Host(ScriptedAdapter(deploy_script()))
+    plugins = [PermissionsPlugin(), FsToolsPlugin(), host]
+    config = {"permissions": {"approval": "defer"}}
+    async with Harness(load_entrypoints=False, plugins=plugins, config=config) as h:
+        server = serve.build(h, AgentOptions(model="scripted"), mode="workspace-write")
+        result = await ask(server, "Deploy")
+        [agent] = h.agents.list()
+        assert agent.status == "waiting" and tool_results(h) == []
+        session = agent.session.id
+    assert host.deployed == [] and result.is_error
+    [waiting, note] = texts(result)
+    assert waiting.startswith('the turn waits for approval of deploy {"target": "prod"} (deploy')
+    assert waiting.endswith(f"dsh approvals allow|deny {session} c1; the turn then goes on")
+    assert note.startswith(f"session_id: {session}")
+
+
 async def test_an_elicitation_that_fails_denies_the_call() -> None:
     async def refuse(context: ClientRequestContext, params: ElicitRequestParams) -> ErrorData:
         return ErrorData(code=INVALID_REQUEST, message="no forms here")

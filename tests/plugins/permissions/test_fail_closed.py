@@ -222,3 +222,13 @@ def test_no_policy_config_is_unrestricted_only_in_mode_full_without_rules() -> N
     assert NoPolicyConfig("full").unrestricted
     assert not NoPolicyConfig().unrestricted
     assert not NoPolicyConfig("full", ({"tool": "*", "action": "deny"},)).unrestricted
+
+
+async def test_the_approval_keys_are_accepted_and_change_nothing_without_a_policy(
+    tmp_path: Path,
+) -> None:
+    config = {"permissions": {"approval": "defer", "approval_timeout_s": 60}}
+    async with Harness(load_entrypoints=False, plugins=TOOLS, config=config) as harness:
+        written = await call(harness, tmp_path, "write_file", path="a.txt", content="x")
+        assert written.code == "DENIED" and written.approval is None
+    assert not (tmp_path / "a.txt").exists()

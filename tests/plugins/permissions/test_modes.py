@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from dsh import AgentOptions, DshError, Harness, Tool, ToolExecution, for_events, hookimpl
 from dsh.loop._loop import LoopAgent
+from dsh.plugin import ApprovalDecided
 from dsh.session._session import Session
 from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_call_response
 from dsh.values._agent import PERMISSION_MODES
@@ -34,7 +35,6 @@ from dsh.values._events import (
 from dsh.values._request import ToolSchema
 from dsh_plugins.permissions import (
     PLAN_NOTE,
-    ApprovalDecided,
     LoggedMode,
     PermissionsConfig,
     PermissionsPlugin,

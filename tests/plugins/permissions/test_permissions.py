@@ -11,10 +11,10 @@ import pytest
 
 from dsh import AgentOptions, ConfigError, DshError, Harness, ToolExecution, ToolOutcome, hookimpl
 from dsh.loop._loop import LoopAgent
+from dsh.plugin import ApprovalDecided
 from dsh.values._content import Text
 from dsh_plugins.permissions import (
     ApprovalAsked,
-    ApprovalDecided,
     PermissionsConfig,
     PermissionsPlugin,
 )

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from dsh import AgentOptions, Harness, hookimpl
+from dsh.plugin import ApprovalDecided
 from dsh.testing import ScriptedAdapter, ScriptEntry, text_response, tool_call_response
 from dsh.values._agent import Agent
 from dsh.values._chunks import StreamChunk
 from dsh.values._content import text_of
 from dsh.values._events import PermissionModeChange, ToolResultEvent, TurnCompleted, TurnEnd
 from dsh.values._request import LlmRequest
-from dsh_plugins.permissions import PLAN_NOTE, ApprovalDecided, PermissionsPlugin
+from dsh_plugins.permissions import PLAN_NOTE, PermissionsPlugin
 from dsh_plugins.subagents import TASK, SubagentsPlugin
 from dsh_plugins.tools_fs import FsToolsPlugin
 from tests.helpers import data_of

@@ -110,6 +110,26 @@ async def test_without_yes_the_model_is_told_nobody_could_be_asked() -> None:
     assert "declined" not in said
 
 
+async def test_with_approval_defer_a_run_parks_and_says_how_to_decide() -> None:
+    from dsh_plugins.permissions import PermissionsPlugin
+
+    script = [tool_call_response("c1", "word_count", {"text": "a b"}), text_response("ok")]
+    kit = Kit(script, ask=False)
+    config = {"permissions": {"mode": "read-only", "approval": "defer"}}
+    store = MemoryStore()
+    harness = make_harness(kit, config, store=store, extra=[PermissionsPlugin()])
+    code, out, err = await run(harness, "count")
+    assert code == headless.PARKED == 4 and out == ""
+    [session] = store.stored
+    assert err.splitlines() == [
+        '→ word_count {"text": "a b"}',
+        'waiting for approval: word_count {"text": "a b"} (word_count does something dsh '
+        'cannot classify and the permissions mode is "read-only")',
+        f"  dsh approvals allow|deny {session} c1",
+    ]
+    assert len(kit.adapter.requests) == 1  # the turn waits: the model was not asked again
+
+
 async def test_json_streams_the_session_events() -> None:
     harness = make_harness(Kit([text_response("yo")]))
     code, out, err = await run(harness, "--json", "hi")

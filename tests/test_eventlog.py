@@ -194,8 +194,8 @@ def test_every_other_event_has_no_packed_data() -> None:
     )
 )
 def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
-    """``log(data)``, and ``log_chunk`` or a step's ``chunk_log`` for a stream chunk, leave the
-    log as ``append(data)`` does (with the same clock), packed or not."""
+    """``log(data)``, and ``log_chunk`` or a step's ``chunk_batch_log`` for a stream chunk,
+    leave the log as ``append(data)`` does (with the same clock), packed or not."""
     logged, bound, appended = Session("s"), Session("s"), Session("s")
     chunks = get_args(StreamChunk)  # every chunk class
     times = itertools.count(1_700_000_000)
@@ -207,10 +207,10 @@ def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
             else:
                 logged.log(item)
         times = itertools.count(1_700_000_000)
-        log = bound.chunk_log(1, 2)
+        log = bound.chunk_batch_log(1, 2)
         for item in items:
             if isinstance(item, chunks):
-                log(item)
+                log((item,))
             else:
                 bound.log(item)
         times = itertools.count(1_700_000_000)
@@ -221,10 +221,11 @@ def test_logging_keeps_what_appending_keeps(items: list[Any]) -> None:
         assert list(session.events) == list(appended.events) or any(d != d for d in items)
 
 
-def test_a_steps_chunk_log_announces_chunk_events_where_an_observer_takes_them() -> None:
+def test_a_steps_chunk_batch_log_announces_chunk_events_where_an_observer_takes_them() -> None:
     session, seen = _observed(AssistantChunk)
-    session.chunk_log(1, 2)(TextDelta(0, "hi"))
-    session.chunk_batch_log(1, 2)([TextDelta(0, "a"), TextDelta(0, "b")])
+    log = session.chunk_batch_log(1, 2)
+    log([TextDelta(0, "hi")])
+    log([TextDelta(0, "a"), TextDelta(0, "b")])
     assert seen == [AssistantChunk(1, 2, TextDelta(0, t)) for t in ("hi", "a", "b")]
     assert list(session.events.select(AssistantChunk)) == list(session.events)
     assert session.events[1].time == session.events[2].time  # one read, one clock reading

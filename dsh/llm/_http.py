@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, Protocol, Self
 
 import aiohttp
 import orjson
 
 from dsh.llm._framing import PayloadFraming, payload_text
 from dsh.llm._sse import DONE, SseEvent, SseParser
+from dsh.values._chunks import StreamChunk
 from dsh.values._errors import LlmError
 
 __all__ = [
@@ -124,6 +125,19 @@ class _Reader:
         self._queue_deadline = now + self._first_data_timeout_s
         self._started = False
 
+    @classmethod
+    def limited(
+        cls, response: aiohttp.ClientResponse, limits: StreamLimits, **options: Any
+    ) -> Self:
+        """A reader with an adapter config's deadlines and event size bound (``options``: the
+        reader's other keyword arguments)."""
+        settings: dict[str, Any] = {
+            "idle_timeout_s": limits.idle_timeout_s,
+            "first_data_timeout_s": limits.first_data_timeout_s,
+            "max_event_bytes": limits.max_event_bytes,
+        }
+        return cls(response, **settings, **options)
+
     async def _read(self) -> bytes:
         """The next network read (never empty)."""
         try:
@@ -197,25 +211,6 @@ class EventReader(_Reader):
         self.parser = SseParser(max_event_bytes=max_event_bytes)
         self._keepalive = keepalive
 
-    @classmethod
-    def limited(
-        cls,
-        response: aiohttp.ClientResponse,
-        limits: StreamLimits,
-        *,
-        end: str = DONE,
-        keepalive: Callable[[SseEvent], bool] | None = None,
-    ) -> EventReader:
-        """A reader with an adapter config's deadlines and event size bound."""
-        return cls(
-            response,
-            idle_timeout_s=limits.idle_timeout_s,
-            first_data_timeout_s=limits.first_data_timeout_s,
-            max_event_bytes=limits.max_event_bytes,
-            end=end,
-            keepalive=keepalive,
-        )
-
     async def read(self) -> list[SseEvent]:
         """The data events of the next network read (possibly none)."""
         data = await self._read()
@@ -257,16 +252,6 @@ class PayloadReader(_Reader):
         )
         self.parser = PayloadFraming(max_event_bytes)
 
-    @classmethod
-    def limited(cls, response: aiohttp.ClientResponse, limits: StreamLimits) -> PayloadReader:
-        """A reader with an adapter config's deadlines and event size bound."""
-        return cls(
-            response,
-            idle_timeout_s=limits.idle_timeout_s,
-            first_data_timeout_s=limits.first_data_timeout_s,
-            max_event_bytes=limits.max_event_bytes,
-        )
-
     async def read(self) -> list[bytes | str]:
         """The data of the data events of the next network read (possibly none)."""
         data = await self._read()
@@ -274,6 +259,26 @@ class PayloadReader(_Reader):
         payloads = self.parser.feed(data)
         self._progress(bool(payloads), self.parser.done, self.parser.comments > comments)
         return payloads
+
+    async def batches(
+        self,
+        translate: Callable[[bytes | str], list[StreamChunk]],
+        stop: Callable[[], bool] = lambda: False,
+    ) -> AsyncGenerator[list[StreamChunk], None]:
+        """The chunks ``translate`` makes of each read's payloads, a read's together, until the
+        stream's end (or ``stop()``): what an adapter returns as
+        :class:`~dsh.llm._batches.ChunkBatches`. A read that fails part way gives what it
+        translated before the failure, then raises it."""
+        while not self.parser.done and not stop():
+            batch: list[StreamChunk] = []
+            try:
+                for payload in await self.read():
+                    batch += translate(payload)
+            except Exception:
+                if batch:
+                    yield batch  # what streamed before the failure is kept
+                raise
+            yield batch
 
 
 def decode_payload(payload: bytes | str, sender: str) -> Any:

@@ -173,7 +173,7 @@ class Step:
 
         def record(chunk: StreamChunk) -> None:
             # The reference: what record_batch does for each batch, one chunk at a time.
-            log(chunk)
+            log_batch((chunk,))
             observe(agent, turn, step, chunk)
             if per_batch:
                 observe_batch(agent, turn, step, (chunk,))
@@ -198,7 +198,6 @@ class Step:
                 if per_batch:
                     observe_batch(agent, turn, step, kept)
 
-        log = session.chunk_log(turn, step)
         log_batch = session.chunk_batch_log(turn, step)
         try:
             if isinstance(stream, ChunkBatches):

@@ -7,7 +7,6 @@ beside it: anything a model sees must be reconstructable from the session.
 from __future__ import annotations
 
 import builtins
-import functools
 import itertools
 import os
 import re
@@ -370,29 +369,13 @@ class Session:
                 return
         self._add(AssistantChunk.type, AssistantChunk(turn, step, chunk), now)
 
-    def chunk_log(self, turn: int, step: int) -> Callable[[StreamChunk], None]:
-        """:meth:`log_chunk` bound to step ``step`` of turn ``turn``, for the chunks of one
-        stream: whether any ``dsh_session_event`` implementation takes chunk events is asked
-        once, here, and where none does, each chunk the log keeps packed is packed and appended
-        with no call between (a plugin registered while the stream runs sees the next one's)."""
-        hooks = self._hooks
-        if hooks is not None and hooks.session_event_observed(AssistantChunk):
-            return functools.partial(self.log_chunk, turn, step)
-        append, now, add, name = self._events.append, time.time, self._add, AssistantChunk.type
-
-        def log(chunk: StreamChunk) -> None:
-            when = now()
-            packed = pack_chunk(when, turn, step, chunk)
-            if packed is None:
-                add(name, AssistantChunk(turn, step, chunk), when)
-            else:
-                append(packed)
-
-        return log
-
     def chunk_batch_log(self, turn: int, step: int) -> Callable[[Sequence[StreamChunk]], None]:
-        """:meth:`chunk_log` for the chunks of one network read at a time: they are logged in
-        order with one clock reading (they arrived together)."""
+        """:meth:`log_chunk` bound to step ``step`` of turn ``turn``, for the chunks of one
+        stream, a network read's at a time (one chunk, for an adapter that streams chunk by
+        chunk): they are logged in order with one clock reading (they arrived together).
+        Whether any ``dsh_session_event`` implementation takes chunk events is asked once, here,
+        and where none does, each chunk the log keeps packed is packed and appended with no
+        call between (a plugin registered while the stream runs sees the next one's)."""
         hooks = self._hooks
         if hooks is not None and hooks.session_event_observed(AssistantChunk):
             add, now, name = self._add, time.time, AssistantChunk.type

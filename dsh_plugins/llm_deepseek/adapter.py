@@ -102,18 +102,11 @@ class DeepSeekAdapter:
             self.url_for(request), encode_body(request, model, history), model, request
         )
         translator = ChunkTranslator()
-        feed = translator.feed
         reader = PayloadReader.limited(response, self.config)
         try:
-            while not reader.parser.done:
-                batch: list[StreamChunk] = []
-                try:
-                    for payload in await reader.read():
-                        batch += feed(decode_payload(payload, "DeepSeek"))
-                except Exception:
-                    if batch:
-                        yield batch  # what streamed before the failure is kept
-                    raise
+            async for batch in reader.batches(
+                lambda payload: translator.feed(decode_payload(payload, "DeepSeek"))
+            ):
                 yield batch
             yield translator.done()
         finally:

@@ -86,15 +86,10 @@ class ProviderAdapter:
         )
         reader = PayloadReader.limited(response, provider.settings)
         try:
-            while not reader.parser.done and not translator.failed:
-                batch: list[StreamChunk] = []
-                try:
-                    for payload in await reader.read():
-                        batch += translator.feed(decode_payload(payload, provider.name))
-                except Exception:
-                    if batch:
-                        yield batch  # what streamed before the failure is kept
-                    raise
+            async for batch in reader.batches(
+                lambda payload: translator.feed(decode_payload(payload, provider.name)),
+                stop=lambda: translator.failed,
+            ):
                 yield batch
             yield translator.done()
         finally:

@@ -52,7 +52,9 @@ class Observer:
 
 
 #: What the model says after the first call (a stream that ended in tool calls goes on).
-LAST = [[BlockStart(0, "text"), TextDelta(0, "done"), Finish(FinishStop())]]
+LAST: list[list[StreamChunk]] = [
+    [BlockStart(0, "text"), TextDelta(0, "done"), Finish(FinishStop())]
+]
 
 
 class Adapter:
@@ -142,7 +144,7 @@ def test_any_batching_logs_and_shows_what_the_chunks_one_by_one_do(
 
 
 def test_a_batch_observer_sees_each_reads_chunks_together() -> None:
-    reply = [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b")]
+    reply: list[StreamChunk] = [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b")]
     _, seen = _agree([reply, [], [TextDelta(0, "c"), Finish(FinishStop())]])
     assert seen.batches == [reply, [TextDelta(0, "c"), Finish(FinishStop())]]
 

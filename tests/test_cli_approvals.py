@@ -66,7 +66,9 @@ def the_cli_gets(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> Scripted
 async def park(agent_id: str, *tools: str) -> None:
     """Store session ``<agent_id>-session`` parked on calls ``c0``, ``c1``... of ``tools``."""
     async with Harness(config=DEFER, plugins=[Tools()]) as h:
-        calls = [(f"c{n}", name, {}) for n, name in enumerate(tools)]
+        calls: list[tuple[str, str, dict[str, Any]]] = [
+            (f"c{n}", name, {}) for n, name in enumerate(tools)
+        ]
         h.llm.register_adapter(["m"], ScriptedAdapter([tool_calls_response(calls)]))
         agent = h.agent_loop.create(
             agent_id, AgentOptions(model="m"), session_id=f"{agent_id}-session"

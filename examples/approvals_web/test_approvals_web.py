@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from approvals_web import HARNESS, Settings, create_app
 
-from dsh import Tool, hookimpl
+from dsh import Agent, Tool, hookimpl
 from dsh.plugin import ToolSchema, text_of
 from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_call_response
 from dsh_plugins.permissions import PermissionsPlugin
@@ -48,11 +48,18 @@ async def serve(aiohttp_client: AiohttpClient, model: Model, store: MemoryStore)
     return await aiohttp_client(app)
 
 
+def agent_of(client: Client, name: str) -> Agent:
+    """The app's agent ``name`` (it exists once a message was sent to it)."""
+    agent = client.app[HARNESS].agents.get(name)
+    assert agent is not None
+    return agent
+
+
 async def parked(client: Client, name: str = "ops") -> dict[str, Any]:
     """Send a message whose answer calls ``deploy``; the waiting call, once parked."""
     response = await client.post(f"/agents/{name}/messages", json={"text": "ship it"})
     assert response.status == 202
-    await client.app[HARNESS].agents.get(name).wait_idle()
+    await agent_of(client, name).wait_idle()
     listing = await (await client.get("/approvals")).json()
     [waiting] = listing["waiting"]
     return dict(waiting)
@@ -68,7 +75,7 @@ async def test_a_parked_call_is_listed_and_approved(aiohttp_client: AiohttpClien
     assert 'action="/approvals/ops/c1/allow"' in page and "Deny" in page
     response = await client.post("/approvals/ops/c1/allow", json={})
     assert await response.json() == {"session": "ops", "call": "c1", "decision": "allowed"}
-    agent = client.app[HARNESS].agents.get("ops")
+    agent = agent_of(client, "ops")
     await agent.wait_idle()
     assert model.deployed == ["c1"] and agent.status == "idle"
     again = await client.post("/approvals/ops/c1/deny")
@@ -84,7 +91,7 @@ async def test_the_deny_button_tells_the_model_why(aiohttp_client: AiohttpClient
         "/approvals/ops/c1/deny", data={"reason": "freeze week"}, allow_redirects=False
     )
     assert response.status == 303 and response.headers["Location"] == "/"
-    await client.app[HARNESS].agents.get("ops").wait_idle()
+    await agent_of(client, "ops").wait_idle()
     assert model.deployed == []
     result = model.adapter.requests[-1].messages[-1].content[0]
     assert "freeze week" in text_of(result.content)  # type: ignore[union-attr]
@@ -102,7 +109,7 @@ async def test_a_call_parked_before_a_restart_is_decided_after_it(
     assert (await (await second.get("/approvals")).json()) == {"waiting": []}  # not live here
     response = await second.post("/approvals/ops/c1/allow", json={"reason": "go"})
     assert response.status == 200
-    await second.app[HARNESS].agents.get("ops").wait_idle()
+    await agent_of(second, "ops").wait_idle()
     assert model.deployed == ["c1"]
 
 

@@ -273,7 +273,7 @@ async def test_closing_the_stream_early_closes_the_response(
     mock_server.queue(slow_answer())
     stream = adapter.stream(HELLO)
     assert await anext(stream) == BlockStart(0, "text")
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     async with asyncio.timeout(10):  # noticed at once: this only bounds a hang
         await mock_server.client_gone()
 

@@ -291,8 +291,10 @@ async def test_two_racing_deciders_give_one_winner(world: World) -> None:
     assert sorted(codes) == [0, 1], (first.stderr(), second.stderr())
     loser = [first, second][codes.index(1)]
     refusal = loser.stderr()
-    assert "already decided" in refusal or "open for writing by process" in refusal, refusal
-    assert "Traceback" not in refusal
+    # The loser either reads the winner's decision ("already decided") or finds the winner
+    # holding the session; the holder's name may not be in the lock file yet ("another process
+    # (not yet identified)"), so the refusal is matched up to that point.
+    assert "already decided" in refusal or "is open for writing by" in refusal, refusal
     assert "Traceback" not in refusal
     events = await world.stored()
     decisions = [e.data for e in events if isinstance(e.data, ApprovalDecided)]

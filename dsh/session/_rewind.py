@@ -27,6 +27,7 @@ import secrets
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from attrs import field, frozen
 
@@ -116,10 +117,9 @@ def record_change(
     digest = None if before is None else digest_of(before)
     lost = None
     if before is not None:
-        blobs = [e.data for e in session.events.select(FileBlob)]
-        held = {b.digest: b.size for b in blobs if isinstance(b, FileBlob)}
-        if digest not in held:
-            lost = _over_cap(len(before), sum(held.values()), caps)
+        held = _BLOBS.held(session)
+        if digest not in held.sizes:
+            lost = _over_cap(len(before), held.total, caps)
             if lost is None:
                 encoded = base64.b64encode(before).decode("ascii")
                 session.append(FileBlob(digest_of(before), len(before), encoded))
@@ -128,6 +128,56 @@ def record_change(
     if lost is None:
         return None
     return f"the previous content of {path.name} was not kept for rewind ({lost})"
+
+
+class HeldBlobs:
+    """The ``file/blob`` contents a session's log holds: their sizes by digest, and the total
+    (each digest counted once) — what :func:`record_change` weighs a new blob against."""
+
+    __slots__ = ("read", "sizes", "total")
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, int] = {}
+        self.total = 0
+        #: How many of the session's events have been read.
+        self.read = 0
+
+    def add(self, events: EventLog) -> None:
+        """Count the blobs of ``events``, the next events of the log."""
+        for event in events.select(FileBlob):
+            blob = event.data
+            assert isinstance(blob, FileBlob)  # what select() gives
+            if blob.digest not in self.sizes:
+                self.sizes[blob.digest] = blob.size
+                self.total += blob.size
+        self.read += len(events)
+
+
+def scan_blobs(session: Session) -> HeldBlobs:
+    """The reference: the blobs of ``session``'s whole log, read from its start."""
+    held = HeldBlobs()
+    held.add(session.events)
+    return held
+
+
+class BlobTally:
+    """Each session's :class:`HeldBlobs`, kept as its log grows: a call reads only the events
+    appended since the last one (a log only grows), where :func:`scan_blobs` reads them all —
+    at every file change, time quadratic in the length of a session. It holds no session
+    alive; ``tests/test_rewind_blobs.py`` checks that it agrees with the scan."""
+
+    def __init__(self) -> None:
+        self._sessions: WeakKeyDictionary[Session, HeldBlobs] = WeakKeyDictionary()
+
+    def held(self, session: Session) -> HeldBlobs:
+        held = self._sessions.get(session)
+        if held is None:
+            held = self._sessions[session] = HeldBlobs()
+        held.add(session.events[held.read :])
+        return held
+
+
+_BLOBS = BlobTally()
 
 
 def _over_cap(size: int, held: int, caps: CheckpointCaps) -> str | None:

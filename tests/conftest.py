@@ -48,6 +48,17 @@ def _debug_checks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def cli_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """For tests that run the CLI in this process: the current directory is the test's own
+    (where the CLI looks for ``dsh.toml``), and no built-in plugin is disabled, whatever the
+    environment's ``DSH_DISABLE_PLUGINS`` says. The CLI's logging set-up is undone after every
+    test (:func:`_fresh_logging`)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
+    return tmp_path
+
+
+@pytest.fixture
 async def harness() -> AsyncIterator[Harness]:
     async with Harness(load_entrypoints=False) as h:
         yield h

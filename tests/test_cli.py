@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from dsh import Command, hookimpl
 from dsh.cli import main
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
-    yield
-    structlog.reset_defaults()  # the CLI configures logging process-wide
+pytestmark = pytest.mark.usefixtures("cli_workdir")
 
 
 def test_plugins_lists_what_is_loaded(dists: Path, capsys: pytest.CaptureFixture[str]) -> None:

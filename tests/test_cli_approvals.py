@@ -4,12 +4,9 @@ store; the command runs in this process, its harness given a scripted model and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
 from dsh.cli import main
@@ -33,13 +30,12 @@ class Tools:
         register(Tool(ToolSchema("touch", "t"), touch, effect="execute"))
 
 
+pytestmark = pytest.mark.usefixtures("cli_workdir")
+
+
 @pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
+def _no_runs() -> None:
     RUNS.clear()
-    yield
-    structlog.reset_defaults()  # the CLI configures logging process-wide
 
 
 def the_cli_gets(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> ScriptedAdapter:

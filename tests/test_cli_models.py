@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from dsh import Tool, hookimpl
 from dsh.app import _aliases as aliases
@@ -22,13 +20,7 @@ from dsh.values._request import ToolSchema
 from dsh.values._tokens import Price
 from tests.test_cli_sessions import crash_in_a_turn, run_agent
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
-    yield
-    structlog.reset_defaults()  # the CLI configures logging process-wide
+pytestmark = pytest.mark.usefixtures("cli_workdir")
 
 
 class Described(ScriptedAdapter):

@@ -6,24 +6,16 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from dsh import AgentOptions, Harness
 from dsh.cli import main
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
-    yield
-    structlog.reset_defaults()  # the CLI configures logging process-wide
+pytestmark = pytest.mark.usefixtures("cli_workdir")
 
 
 def script() -> list[Any]:

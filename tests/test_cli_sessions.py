@@ -9,12 +9,10 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from dsh import AgentOptions, Harness, Tool, hookimpl
 from dsh.cli import main
@@ -35,13 +33,7 @@ from dsh_plugins.terminal_ui import headless
 from tests.plugins.terminal_ui.conftest import Kit, make_harness, run_args
 from tests.test_recovery import FullDisk
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
-    yield
-    structlog.reset_defaults()  # the CLI configures logging process-wide
+pytestmark = pytest.mark.usefixtures("cli_workdir")
 
 
 async def echo(args: Any, execution: Any) -> str:

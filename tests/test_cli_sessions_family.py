@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
-import structlog
 
 from dsh import AgentOptions, Harness
 from dsh.cli import main
@@ -17,13 +15,7 @@ from dsh.values._events import SubagentStart
 from dsh.values._request import LlmRequest
 from tests.helpers import data_of
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DSH_DISABLE_PLUGINS", "")
-    yield
-    structlog.reset_defaults()  # the CLI configures logging process-wide
+pytestmark = pytest.mark.usefixtures("cli_workdir")
 
 
 class Models:

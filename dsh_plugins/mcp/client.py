@@ -7,7 +7,8 @@ session open until it is stopped, inside an anyio cancel scope, so stopping lets
 transport's shielded shutdown close stdin, wait, and kill the server's process group. Calls are
 made from the tool's own task, so the registry's timeout, an abort or a dispose cancel the
 request (the SDK then tells the server with ``notifications/cancelled``). A stdio server is
-reached through :mod:`dsh_plugins.mcp.stdio`, whose reads are bounded by ``max_message_bytes``.
+reached through :mod:`dsh_plugins.mcp.stdio`, an HTTP one through :mod:`dsh_plugins.mcp.http`;
+the reads of both are bounded by ``max_message_bytes``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from contextlib import AsyncExitStack
 from typing import IO, Any, Literal
 
 import anyio
-import httpx2
 import structlog
 from mcp import ClientSession
 from mcp import types as mcp_types
@@ -31,6 +31,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
 from dsh_plugins.mcp.config import McpConfig, McpError, McpServerConfig, expand
+from dsh_plugins.mcp.http import http_client
 from dsh_plugins.mcp.stdio import PROTOCOL_ERROR, LineReader, stdio_transport
 
 __all__ = ["Connection", "State"]
@@ -217,10 +218,11 @@ class Connection:
             )
             return await stack.enter_async_context(transport)
         headers = expand(self.config.headers, f"the headers of MCP server {self.name!r}")
-        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
-        await stack.enter_async_context(http)
-        url = str(self.config.url)
-        return await stack.enter_async_context(streamable_http_client(url, http_client=http))
+        http = await stack.enter_async_context(http_client(headers, self.max_message_bytes))
+        endpoint = streamable_http_client(
+            str(self.config.url), http_client=http, max_sse_event_size=self.max_message_bytes
+        )
+        return await stack.enter_async_context(endpoint)
 
     def stderr_tail(self) -> str:
         """The last lines the server wrote to stderr (empty for an HTTP server)."""

@@ -33,7 +33,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 #: The longest server name: it is part of every tool name (``mcp__<server>__<tool>``), and model
 #: APIs take tool names of at most 64 characters.
 MAX_SERVER_NAME = 32
-#: The default cap on one message from a stdio server (``max_message_bytes``): 8 MiB.
+#: The default cap on one message from a server (``max_message_bytes``): 8 MiB.
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 #: The default cap on the tools one server may offer (``max_tools``).
 MAX_TOOLS = 128
@@ -147,10 +147,11 @@ class McpConfig(Value):
     tool ``mcp__<name>__<tool>``. A tool's text output keeps its first and last halves of
     ``max_output_bytes``. A server that crashed is started again by the next call; after each
     further failure in a row the next attempt waits twice as long, from ``restart_backoff_s``
-    up to ``max_restart_backoff_s``. One message from a stdio server may be at most
-    ``max_message_bytes`` long (a server that sends a longer one, or stops ending its lines, is
-    stopped and started again on the next call); a server offers at most ``max_tools`` tools
-    (the first ones it lists; a warning names the server)."""
+    up to ``max_restart_backoff_s``. One message from a server may be at most
+    ``max_message_bytes`` long (a stdio server that sends a longer one, or stops ending its
+    lines, is stopped and started again on the next call; an HTTP server's answer over it fails
+    the call it answers); a server offers at most ``max_tools`` tools (the first ones it lists;
+    a warning names the server)."""
 
     servers: dict[str, McpServerConfig] = field(factory=dict, validator=_server_names)
     max_output_bytes: int = field(default=30_000, validator=at_least(1))

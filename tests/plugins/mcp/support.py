@@ -12,6 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import uvicorn
+
 from dsh import AgentOptions, Harness, ToolExecution, ToolOutcome, hookimpl
 from dsh.testing import ScriptedAdapter, ScriptEntry
 from dsh.values._agent import Agent
@@ -93,9 +95,15 @@ async def gone(pid: int, within_s: float = 10.0) -> bool:
 
 
 @asynccontextmanager
-async def serving(server: Any) -> AsyncIterator[str]:
-    """``server`` (an SDK ``MCPServer``) on a free loopback port; yields its endpoint URL."""
-    uv = http_server(server, "127.0.0.1", 0)
+async def serving(server: Any, json_response: bool = False) -> AsyncIterator[str]:
+    """``server`` (an SDK ``MCPServer``) on a free loopback port; yields its endpoint URL. With
+    ``json_response`` it answers a request with a JSON body instead of an event stream (the
+    SDK's own app, without dsh's serving checks)."""
+    if json_response:
+        app = server.streamable_http_app(json_response=True)
+        uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    else:
+        uv = http_server(server, "127.0.0.1", 0)
     task = asyncio.create_task(uv.serve())
     try:
         async with asyncio.timeout(10):

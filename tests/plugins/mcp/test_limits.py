@@ -17,15 +17,17 @@ from structlog.testing import capture_logs
 
 pytest.importorskip("mcp")
 
+import httpx2
 from mcp.shared.exceptions import MCPError
 
 from dsh_plugins.mcp import McpServers
 from dsh_plugins.mcp.client import Connection
 from dsh_plugins.mcp.config import McpError
+from dsh_plugins.mcp.http import BoundedTransport
 from dsh_plugins.mcp.stdio import LineReader, parse
 from dsh_plugins.mcp.tools import dsh_name
-from tests.plugins.mcp import hostile_server
-from tests.plugins.mcp.support import call, gone, harness, text
+from tests.plugins.mcp import hostile_server, server_app
+from tests.plugins.mcp.support import call, gone, harness, serving, text
 
 HOSTILE = str(Path(hostile_server.__file__).resolve())
 #: Far longer than any of these tests may take: a server that is not failed at once would
@@ -89,6 +91,76 @@ def test_a_line_that_is_not_json_rpc_is_handed_on_and_a_too_deep_one_is_refused(
     with pytest.raises(McpError, match="nested too deeply to parse") as caught:
         parse(b"[" * 300 + b"]" * 300)
     assert caught.value.code == "MCP_PROTOCOL_ERROR"
+
+
+#: What a call answered over the limit ends with: an event of an event stream over it ends the
+#: stream (the SDK's limit, set to dsh's), so the connection is opened again on the next call;
+#: a JSON body over it fails the call alone.
+OVER_THE_LIMIT = {
+    False: (
+        "MCP_SERVER_CRASHED",
+        r"Error: MCP server 'web' went away during the call of 'big' \(MCPError: SSE stream "
+        r"failed: .*\b100000\b.*\); it is started again on the next call",
+    ),
+    True: (
+        "MCP_ERROR",
+        r"Error: MCP server 'web' refused the call of 'big': Failed to parse JSON response: the "
+        r"server sent a message of [\d,]+ bytes, over max_message_bytes \(100,000 bytes\) \(MCP "
+        r"error -32700\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("json_response", [False, True], ids=["event-stream", "json"])
+async def test_an_http_server_answering_over_the_limit_fails_that_call(
+    json_response: bool,
+) -> None:
+    """A streamable HTTP server's answer is bounded as a stdio server's message is: an event
+    of its event stream, or its JSON body, over ``max_message_bytes`` fails that call with the
+    limit named, and the server's next call is answered."""
+    async with serving(server_app.build("web"), json_response=json_response) as url:
+        server = {"url": url, "max_message_bytes": 100_000, "timeout_s": NEVER_S}
+        async with harness({"web": server}) as h:
+            over = await call(h, "mcp__web__big")  # a megabyte of text, JSON-encoded
+            after = await call(h, "mcp__web__echo", text="again")
+            mcp: McpServers = h.mcp
+            [status] = mcp.status()
+    code, message = OVER_THE_LIMIT[json_response]
+    assert over.code == code
+    assert re.fullmatch(message, text(over)), text(over)
+    assert text(after) == "echo: again"
+    assert status.state == "running"
+
+
+async def test_a_body_longer_than_it_declares_is_cut_at_the_limit() -> None:
+    """A response whose ``Content-Length`` is within the limit but whose body is not (or that
+    declares none) is read up to the limit, then refused; one that declares more is refused
+    before its body is read; an event stream is left to the SDK, which bounds each event."""
+    sent: list[int] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        size = int(request.url.params["size"])
+        sent.append(size)
+        body = httpx2.ByteStream(b"x" * size)
+        return httpx2.Response(200, headers={"content-type": "application/json"}, stream=body)
+
+    bounded = BoundedTransport(1000, httpx2.MockTransport(answer))
+    async with httpx2.AsyncClient(transport=bounded) as client:
+        assert (await client.get("http://127.0.0.1/?size=1000")).content == b"x" * 1000
+        with pytest.raises(httpx2.StreamError, match=r"more than 1,000 bytes, over max_messa"):
+            await client.get("http://127.0.0.1/?size=1001")
+        declared = httpx2.Response(200, headers={"content-length": "5000"}, content=b"")
+        refusing = BoundedTransport(1000, httpx2.MockTransport(lambda _: declared))
+        async with httpx2.AsyncClient(transport=refusing) as eager:
+            with pytest.raises(httpx2.StreamError, match=r"of 5,000 bytes, over max_message_bytes"):
+                await eager.get("http://127.0.0.1/")
+        events = httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"data: " + b"y" * 5000
+        )
+        streaming = BoundedTransport(1000, httpx2.MockTransport(lambda _: events))
+        async with httpx2.AsyncClient(transport=streaming) as sse:
+            assert len((await sse.get("http://127.0.0.1/")).content) == 5006  # the SDK bounds it
+    assert sent == [1000, 1001]
 
 
 async def test_a_server_writing_one_endless_line_fails_and_is_restarted(pids: Path) -> None:

@@ -323,9 +323,10 @@ async def test_a_timeout_is_reckoned_from_the_request_after_a_resume(env: Env) -
 
 async def test_an_abort_while_waiting_ends_the_parked_calls(env: Env) -> None:
     harness, agent = await parked(env, "touch")
-    env.observer.ended.clear()
     agent.abort("changed my mind")
-    await env.observer.ended.wait()
+    assert not agent.idle  # busy until the aborted turn has ended
+    await agent.wait_idle()
+    assert agent.status == "idle"
     assert results(agent.session.events)["c0"].code == "ABORTED_BEFORE_DISPATCH"
     assert agent.pending_approvals() == []
     assert env.tools.runs == []

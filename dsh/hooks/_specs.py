@@ -205,7 +205,7 @@ def dsh_agent_disposed(agent: Agent) -> None:
 @spec("notify")
 def dsh_agent_status(agent: Agent, status: AgentStatus) -> None:
     """The agent's status changed to ``idle``, ``running``, ``waiting`` (its turn waits for
-    decisions on parked tool calls) or ``disposed``.
+    decisions on parked tool calls, its own or a sub-agent's it waits for) or ``disposed``.
 
     Notify: every implementation is called, and awaited, in call order; what it returns is
     ignored, and an exception is logged without reaching the agent or the other

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from dsh.hooks._markers import hookimpl
+from dsh.loop._handle import AgentHandle
 from dsh.values._chunks import TokenUsage
 from dsh.values._config import AgentLoopConfig
 from dsh.values._errors import DshError
@@ -108,6 +109,8 @@ class Family:
         self._children: dict[int, list[Agent]] = {}  # id(parent) -> live children
         self._depths: dict[int, int] = {}
         self._guards: list[SpawnGuard] = []
+        #: id(child) -> its parent, for a child a tool call of the parent waits for.
+        self._waited_by: dict[int, AgentHandle] = {}
 
     def parent_of(self, agent: Agent) -> Agent | None:
         return self._parents.get(id(agent))
@@ -157,6 +160,8 @@ class Family:
         self._parents[id(child)] = parent
         self._children.setdefault(id(parent), []).append(child)
         self._depths[id(child)] = depth
+        if call_id is not None and isinstance(parent, AgentHandle):
+            self._waited_by[id(child)] = parent
         start_event = SubagentStart(child.id, session.id, turn, step, call_id)
         parent.session.append(start_event)
         return child
@@ -170,10 +175,16 @@ class Family:
 
     @hookimpl
     async def dsh_agent_status(self, agent: Agent, status: AgentStatus) -> None:
-        """On dispose (before the session closes): dispose the children first, then log this
-        agent's end in its parent's session."""
+        """A child a tool call waits for that parks a call for a decision holds its parent
+        ``waiting`` until it goes on (:meth:`~dsh.loop._handle.AgentHandle._child_parked`). On
+        dispose (before the session closes): dispose the children first, then log this agent's
+        end in its parent's session."""
+        waiter = self._waited_by.get(id(agent))
+        if waiter is not None:
+            await waiter._child_parked(agent.id, status == "waiting")
         if status != "disposed":
             return
+        self._waited_by.pop(id(agent), None)
         for child in self.children_of(agent):
             await child.dispose()
         parent = self._parents.pop(id(agent), None)

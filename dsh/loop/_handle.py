@@ -66,6 +66,10 @@ class AgentHandle:
         self._step_task: asyncio.Task[None] | None = None
         self._step_cancels = 0
         self._background: set[asyncio.Task[None]] = set()
+        #: The sub-agents a tool call of the running step waits for that wait for decisions
+        #: themselves; while there is one, this agent is ``waiting`` too (``_child_parked``).
+        self._parked_children: set[str] = set()
+        self._waiting_for_children = False
         self._unregister = harness.agents.register(self)
 
     def __repr__(self) -> str:
@@ -113,6 +117,8 @@ class AgentHandle:
     def abort(self, reason: str = "aborted") -> None:
         if self._in_turn and self._abort_reason is None:
             self._abort_reason = reason
+            if self.status == "waiting":  # busy again until the aborted turn has ended
+                self._idle.clear()
             self._cancel_step()
 
     async def wait_idle(self) -> None:
@@ -170,6 +176,8 @@ class AgentHandle:
         for child in self.harness.family.children_of(self):
             if any(p.call_id == call_id for p in child.pending_approvals()):
                 await child.decide(call_id, allow, reason)
+                if not child.pending_approvals():  # busy from now on, as after its own decide
+                    await self._child_parked(child.id, False)
                 return
         await self._approvals.decide(call_id, allow, reason)
 
@@ -185,6 +193,31 @@ class AgentHandle:
             self.inbox.close()
             self._cancel_step()
         await asyncio.shield(self._task)
+
+    async def _set_status(self, status: AgentStatus) -> None:
+        self.status = status
+        if status == "waiting" or (status != "running" and not self.inbox.has_queued):
+            self._idle.set()
+        await self._hooks.agent_status(self, status)
+
+    async def _child_parked(self, child_id: str, parked: bool) -> None:
+        """Sub-agent ``child_id``, which a tool call of this agent's step waits for, parked a
+        call for a decision (``parked``) or went on. The step cannot go on before the child
+        does: while a child is parked, a running agent is ``waiting`` too (a headless run
+        stops there, and ``pending_approvals`` lists the child's calls); once none is, it runs
+        again."""
+        if parked:
+            self._parked_children.add(child_id)
+            if self.status == "running":
+                self._waiting_for_children = True
+                await self._set_status("waiting")
+            return
+        self._parked_children.discard(child_id)
+        if self._waiting_for_children and not self._parked_children:
+            self._waiting_for_children = False
+            if self.status == "waiting" and not self._disposing:  # a dispose ends the turn
+                self._idle.clear()
+                await self._set_status("running")
 
     def _cancel_step(self) -> None:
         """Cancel the step running now, if one is. Asked from within the step itself (a chunk

@@ -43,7 +43,7 @@ from dsh.loop._handle import AgentHandle
 from dsh.loop._profiles import options_for
 from dsh.loop._step import Step, StepOutcome
 from dsh.session._session import agent_id_of, new_session_id
-from dsh.values._agent import Agent, AgentOptions, AgentStatus, Continuation
+from dsh.values._agent import Agent, AgentOptions, Continuation
 from dsh.values._config import AgentLoopConfig
 from dsh.values._errors import DshError
 from dsh.values._events import (
@@ -114,12 +114,6 @@ class LoopAgent(AgentHandle):
         self._parked_step = parked
         self.status = "waiting"  # what the driver announces once it waits again
         self._idle.clear()
-
-    async def _set_status(self, status: AgentStatus) -> None:
-        self.status = status
-        if status == "waiting" or (status != "running" and not self.inbox.has_queued):
-            self._idle.set()
-        await self._hooks.agent_status(self, status)
 
     async def _run(self) -> None:
         structlog.contextvars.bind_contextvars(agent=self.id, session=self.session.id)

@@ -113,7 +113,8 @@ class Agent(Protocol):
     """An agent as a plugin or a host may use it.
 
     ``status`` is ``"idle"`` (waiting for a message), ``"running"`` (a turn runs),
-    ``"waiting"`` (a turn waits for decisions on parked tool calls) or ``"disposed"``; ``idle``
+    ``"waiting"`` (a turn waits for decisions on parked tool calls, its own or those of a
+    sub-agent one of its tool calls waits for) or ``"disposed"``; ``idle``
     is true when nothing is queued and no turn runs, or the turn waits for decisions (what
     :meth:`wait_idle` waits for). ``abort_reason`` is set while a turn is being aborted.
     """

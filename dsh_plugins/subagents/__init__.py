@@ -15,6 +15,7 @@ current mode. A child that may not start (the depth limit, a budget with nothing
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import math
@@ -46,7 +47,7 @@ from dsh.plugin import (
 )
 
 if TYPE_CHECKING:
-    from dsh.plugin import Harness
+    from dsh.plugin import AgentStatus, Harness
 
 __all__ = ["TASK", "SubagentsPlugin"]
 
@@ -81,6 +82,8 @@ class SubagentsPlugin:
     def __init__(self) -> None:
         self._harness: Harness | None = None
         self._numbers = itertools.count(1)
+        #: id(child) -> set whenever the status of a child a task call waits for changes.
+        self._moved: dict[int, asyncio.Event] = {}
 
     @hookimpl
     def dsh_register_tools(
@@ -104,18 +107,29 @@ class SubagentsPlugin:
             raise ToolError(str(exc), "SUBAGENT_REFUSED") from exc
         if mode is not None:  # the policy holds it to the stricter of this and its parent's
             child.set_permission_mode(mode)
+        moved = self._moved[id(child)] = asyncio.Event()
         try:
             # On disk before the child runs: a crash then leaves a start for resume to close.
             await parent.session.checkpoint()
             child.send(args["prompt"], AgentSource(parent.id))
-            await child.wait_idle()
-        except BaseException:  # the parent's step was cancelled: its abort reaches the child
-            child.abort(f"the parent agent {parent.id!r} was aborted")
-            await child.wait_idle()
+            await _turn_end(child, moved)
+        except BaseException:
+            # The parent's step was cancelled: its abort reaches the child. Its dispose does
+            # not: the child's turn ends ``disposed``, and calls it parked stay parked.
+            if not parent.disposing:
+                child.abort(f"the parent agent {parent.id!r} was aborted")
+                await child.wait_idle()
             raise
         finally:
+            self._moved.pop(id(child), None)
             await child.dispose()
         return await _answer(child)
+
+    @hookimpl
+    def dsh_agent_status(self, agent: Agent, status: AgentStatus) -> None:
+        moved = self._moved.get(id(agent))
+        if moved is not None:
+            moved.set()
 
     def _profile(
         self, harness: Harness, parent: Agent, name: str | None
@@ -135,6 +149,18 @@ class SubagentsPlugin:
             raise ToolError(
                 f"{exc}; leave 'agent' out to run the task with an agent like you", "BAD_PROFILE"
             ) from exc
+
+
+async def _turn_end(child: Agent, moved: asyncio.Event) -> None:
+    """Wait until ``child``'s turn has ended. A child that parks calls for a decision is idle
+    while it waits (and its parent ``waiting``): wait on, until it is decided (from the
+    parent's ``decide``, the child's own, or a host) and the turn ends."""
+    while True:
+        moved.clear()
+        await child.wait_idle()
+        if child.status != "waiting":
+            return
+        await moved.wait()
 
 
 async def _answer(child: Agent) -> str:

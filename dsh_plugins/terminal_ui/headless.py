@@ -27,6 +27,7 @@ from dsh.plugin import (
     ErrorEvent,
     Harness,
     OutputError,
+    PendingApproval,
     ToolExecution,
     TurnAborted,
     TurnCompleted,
@@ -127,18 +128,27 @@ async def run(
         with _interrupts_abort(agent), stdout.reader_watched():
             agent.send(prompt)
             await agent.wait_idle()
-        if agent.status == "waiting":
-            return _parked(agent, notes)
+        # Read while the agent lives: its live sub-agents' calls are among them.
+        parked = agent.pending_approvals() if agent.status == "waiting" else None
+    if parked is not None:  # said once the harness closed, after what closing it logged
+        return _parked(agent, parked, notes)
     code = outcome(agent, sent_at)
     return await _print_result(agent, out, err) if typed and code == 0 else code
 
 
-def _parked(agent: Agent, notes: Lines) -> int:
-    """The turn waits for decisions: say on which calls, and how to give them."""
-    for pending in agent.pending_approvals():
+def _parked(agent: Agent, parked: list[PendingApproval], notes: Lines) -> int:
+    """The turn waits for decisions: say on which calls, and how to give them. A sub-agent's
+    call is decided in the sub-agent's session, which then finishes its turn there; the task
+    call that waited for it ended when this run did."""
+    for pending in parked:
         call = f"{pending.name} {one_line(pending.summary, 80)}"
         notes.line(notes.style.yellow(f"waiting for approval: {call} ({pending.reason})"))
         notes.line(f"  dsh approvals allow|deny {pending.session_id} {pending.call_id}")
+        if pending.session_id != agent.session.id:
+            notes.line(
+                f"  (sub-agent {pending.agent_id}'s call: deciding it finishes that agent's "
+                "turn in its own session; this run's task call for it has ended)"
+            )
     return PARKED
 
 

@@ -130,6 +130,38 @@ async def test_with_approval_defer_a_run_parks_and_says_how_to_decide() -> None:
     assert len(kit.adapter.requests) == 1  # the turn waits: the model was not asked again
 
 
+async def test_a_run_whose_sub_agent_parks_a_call_parks_too() -> None:
+    """The lead's ``task`` call waits for a sub-agent whose call waits for a decision: the run
+    stops there (it would wait forever) and says how to decide the child's call."""
+    from dsh_plugins.permissions import PermissionsPlugin
+    from dsh_plugins.subagents import SubagentsPlugin
+
+    task = {"description": "count", "prompt": "count the words"}
+    script = [
+        tool_call_response("t1", "task", task),  # the lead's first step
+        tool_call_response("c1", "word_count", {"text": "a b"}),  # the child's first step
+    ]
+    kit = Kit(script, ask=False)
+    # The task tool may run; word_count (whose effect dsh cannot classify) asks.
+    rules = [{"tool": "task", "action": "allow"}]
+    config = {"permissions": {"mode": "read-only", "approval": "defer", "rules": rules}}
+    store = MemoryStore()
+    extra = [PermissionsPlugin(), SubagentsPlugin()]
+    harness = make_harness(kit, config, store=store, extra=extra)
+    code, out, err = await run(harness, "count")
+    assert code == headless.PARKED and out == ""
+    [child] = [s for s in store.stored if ".task-" in s]
+    assert err.splitlines()[-4:] == [
+        "  ✗ Error: tool call cancelled while running (the agent was disposed)",
+        'waiting for approval: word_count {"text": "a b"} (word_count does something dsh '
+        'cannot classify and the permissions mode is "read-only")',
+        f"  dsh approvals allow|deny {child} c1",
+        "  (sub-agent run.task-1's call: deciding it finishes that agent's turn in its own "
+        "session; this run's task call for it has ended)",
+    ]
+    assert len(kit.adapter.requests) == 2
+
+
 async def test_json_streams_the_session_events() -> None:
     harness = make_harness(Kit([text_response("yo")]))
     code, out, err = await run(harness, "--json", "hi")

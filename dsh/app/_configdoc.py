@@ -52,7 +52,7 @@ _plain = cattrs.Converter()
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-@attrs.frozen(repr=False)
+@attrs.frozen(repr=False, eq=False)
 class ConfigSection(Value):
     """One registered section: its name, its class, and the plugin and distribution that own it
     (``plugin`` is ``"dsh"`` for the core's own sections; ``distribution`` is ``None`` for a

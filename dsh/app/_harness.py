@@ -47,7 +47,7 @@ __all__ = ["Command", "Harness"]
 log = structlog.get_logger("dsh.harness")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Command(Value):
     """A CLI subcommand contributed through ``dsh_register_commands``.
 

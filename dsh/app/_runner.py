@@ -44,7 +44,7 @@ __all__ = ["RunResult", "run", "run_sync"]
 ToolLike = Tool | Callable[..., Any]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class RunResult(Value):
     """What one run produced.
 

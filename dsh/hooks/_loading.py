@@ -44,14 +44,14 @@ def disabled_from_env() -> frozenset[str]:
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PluginInfo(Value):
     name: str
     distribution: str | None = None
     version: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class LoadFailure(Value):
     name: str
     distribution: str | None

@@ -41,7 +41,7 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Stop(Value, Generic[T]):
     """Returned by a waterfall implementation: the chain ends here and ``value`` is its result."""
 

@@ -34,7 +34,7 @@ from dsh.values._value import Value
 __all__ = ["AssembledMessage", "BlockAssembler", "assemble"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class AssembledMessage(Value):
     """What one model call produced."""
 

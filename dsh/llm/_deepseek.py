@@ -39,7 +39,7 @@ __all__ = [
 PEAK_HOURS = PeakHours(windows=((9 * 60, 12 * 60), (14 * 60, 18 * 60)), utc_offset_minutes=480)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class DeepSeekModel(Value):
     """One model of the API: the name to send and what the pricing page says about it.
     ``peak`` prices apply in :data:`PEAK_HOURS`; off-peak prices are half of them."""

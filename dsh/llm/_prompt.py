@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["PromptAssembly", "PromptSection", "SystemPrompt", "render"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PromptSection(Value):
     """A named part of the system prompt. Lower ``order`` comes first; ``text`` may be a
     function evaluated at every assembly (for content that changes)."""
@@ -31,7 +31,7 @@ class PromptSection(Value):
         return self.text() if callable(self.text) else self.text
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PromptAssembly(Value):
     sections: tuple[PromptSection, ...]
     tools: tuple[ToolSchema, ...]

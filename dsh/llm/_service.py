@@ -33,7 +33,7 @@ __all__ = ["ANY_MODEL", "DeferredAdapter", "LlmAdapter", "LlmService", "ModelInf
 ANY_MODEL = "*"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ModelInfo(Value):
     """What an adapter knows about a model (``None``: unknown).
 
@@ -67,7 +67,7 @@ class LlmAdapter(Protocol):
     def stream(self, request: LlmRequest) -> AsyncIterator[StreamChunk]: ...
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class DeferredAdapter(Value):
     """An adapter to build on first use: ``build()`` is called once, the first time one of the
     models it was registered for is resolved (a request, ``model_info``, ``unavailable``), and

@@ -44,7 +44,7 @@ _BOM = b"\xef\xbb\xbf"
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SseEvent(Value):
     """One dispatched event. ``id`` is the last event id seen so far on the stream."""
 

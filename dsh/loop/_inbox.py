@@ -13,7 +13,7 @@ from dsh.values._value import Value
 __all__ = ["Inbox", "InboxMessage", "Signal"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class InboxMessage(Value):
     """A message waiting in the inbox; ``queued_seq`` is its ``inbox/queued`` event, if any."""
 

@@ -86,7 +86,7 @@ class OutputError(DshError):
     complete, or no turn ran. The message says which, with the validation problem."""
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class OutputSpec(Value):
     """What the model is asked for: ``schema`` (always an object, as tool parameters must be),
     whether the value is ``wrapped`` in its ``result`` property, and ``convert`` from JSON

@@ -75,7 +75,7 @@ UNKNOWN = (
 CallState = Literal["announced", "dispatched", "parked", "allowed", "denied"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ParkedStep(Value):
     """Step ``step`` of turn ``turn`` waits for decisions on ``calls`` (in the model's order),
     which have no result yet."""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Step", "StepOutcome"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class StepOutcome(Value):
     """How a step ended: whether the turn should go on (tool calls ran or steering arrived),
     and whether the model stopped at its token limit."""

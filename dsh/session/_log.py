@@ -271,7 +271,7 @@ class EventLog(Sequence[SessionEvent]):
         return tuple, (tuple(self),)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class DeltaRun(Value):
     """Two or more consecutive chunk events of deltas of one block: one ``chunk`` class
     (:class:`~dsh.values._chunks.TextDelta`, :class:`~dsh.values._chunks.ReasoningDelta` or

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import difflib
 import hashlib
 import os
 import secrets
@@ -89,7 +88,7 @@ def file_content(path: Path) -> bytes | None:
         return None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class CheckpointCaps(Value):
     """How much previous file content a session keeps: at most ``max_file_bytes`` of one file
     and ``max_session_bytes`` in all (distinct contents counted once). Content beyond either is
@@ -220,7 +219,7 @@ def turn_start(events: Sequence[SessionEvent], turn: int) -> int:
     return seq
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PathChanges(Value):
     """What the file tools did to one path since a turn: its digest ``before`` the first change
     (``None``: no file), why that was not kept (``lost``), its digest ``after`` the last, and
@@ -310,6 +309,8 @@ def _diff(path: str, before: str | None, after: str | None, blobs: dict[str, byt
         old_text, new_text = old.decode(), new.decode()
     except UnicodeDecodeError:
         return [f"{path}: binary content, {len(old)} -> {len(new)} bytes"]
+    import difflib  # only `dsh sessions diff` needs it: not at every start
+
     diff = difflib.unified_diff(
         old_text.splitlines(keepends=True),
         new_text.splitlines(keepends=True),
@@ -322,7 +323,7 @@ def _diff(path: str, before: str | None, after: str | None, blobs: dict[str, byt
 # -- rewinding -----------------------------------------------------------------------------
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class RewindReport(Value):
     """What a rewind did: session ``source`` was rewound to before turn ``to_turn`` and the
     conversation continues in ``session_id`` (a fork, or ``source`` itself in place).

@@ -188,7 +188,7 @@ def derive_history(events: Iterable[SessionEvent]) -> list[tuple[int, Message]]:
     return list(zip(seqs, messages, strict=True))
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Writer(Value):
     """Who holds a session's writer lock: what a refused second writer is told, so that the
     user can find the holder (process id, host name, since when, in epoch seconds)."""
@@ -264,7 +264,7 @@ def _store_error(session: Session, exc: BaseException) -> DshError:
     return DshError(f"cannot open session {session.id!r} for writing: {error_messages(exc)}")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SessionSummary(Value):
     """A stored session as listings show it (without reading its events)."""
 

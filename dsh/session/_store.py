@@ -61,7 +61,7 @@ def title_of(events: Sequence[SessionEvent]) -> str:
     return ""
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Batch(Value):
     """Events of one session to write in one transaction: ``events`` is a read-only sequence
     (a view of the session's log, which :func:`dsh.session._log.runs` reads without building its
@@ -79,7 +79,7 @@ class Batch(Value):
     durable: bool
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class LeaseInfo(Value):
     """Who holds a session's writer lease, as a store answers :meth:`BufferedStore.lease_holder`
     (a router sends a session's messages to the place that holds it).

@@ -30,7 +30,7 @@ from dsh.values._value import Value
 __all__ = ["Mismatch", "ReplayReport", "verify"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Mismatch(Value):
     """The message logged at ``seq`` (turn ``turn``, step ``step``) is not what its chunks,
     ``first_chunk``..``last_chunk`` (seqs; ``None`` when there were none), assemble to."""
@@ -54,7 +54,7 @@ class Mismatch(Value):
         )
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ReplayReport(Value):
     """What :func:`verify` found: ``verified`` messages matched, ``mismatches`` did not;
     ``unanswered`` steps had chunks but no message (failed, aborted or interrupted)."""

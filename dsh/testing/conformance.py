@@ -134,7 +134,7 @@ _CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 # -- what the kit runs against -------------------------------------------------------------
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Endpoint(Value):
     """Where the adapter under test must send its requests, for one run: the mock server's
     ``base_url`` (``POST {base_url}/chat/completions``), the ``api_key`` it requires, the
@@ -166,7 +166,7 @@ WIRES: tuple[Wire, ...] = ("openai", "anthropic")
 ANTHROPIC_PATH = "/anthropic"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class AdapterTarget(Value):
     """The adapter under test: the model id it serves, and how to build a harness in which
     it serves that id against an :class:`Endpoint` — the ``plugins`` to load and the
@@ -213,7 +213,7 @@ Agreement = Literal["chunks", "outcome"]
 (the wires carry the same content, in the same order), or only the same ``outcome``."""
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ConformanceCase(Value):
     """One mock-server scenario and what it must come to.
 
@@ -688,7 +688,7 @@ def _http_expectation(scenario: Scenario) -> tuple[int | None, float | None, str
 # -- running a case --------------------------------------------------------------------------
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class CaseReport(Value):
     """What one adapter did in one case.
 

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class RaiseError(Value):
     """Script entry: the adapter raises ``LlmError(failure)`` after streaming ``before``."""
 
@@ -62,7 +62,7 @@ class RaiseError(Value):
     before: tuple[StreamChunk, ...] = ()
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Hang(Value):
     """Script entry: stream ``before``, then wait until cancelled."""
 

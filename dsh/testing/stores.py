@@ -80,7 +80,7 @@ KIT_EVENT = "kit/event"
 UNKNOWN_EVENT = "kit/unregistered"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class KitEvent(Value):
     """Data of ``kit/event``, the plugin-registered event type of the checks."""
 

@@ -165,7 +165,7 @@ packed_event_data = st.one_of(
 )
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class StreamCase(Value):
     """A chunk stream and what it means."""
 

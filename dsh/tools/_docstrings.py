@@ -17,7 +17,7 @@ from dsh.values._value import Value
 __all__ = ["Docstring", "parse_docstring"]
 
 
-@attrs.frozen(repr=False)
+@attrs.frozen(repr=False, eq=False)
 class Docstring(Value):
     """A docstring's ``description`` (the text before its first section) and the text of each
     documented parameter."""

@@ -159,7 +159,7 @@ class ToolError(DshError):
         self.code = code
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ToolExecution(Value):
     """One tool call on its way to execution. ``arguments`` is the raw JSON string."""
 
@@ -216,7 +216,7 @@ def _outside(path: str, root: Path, how: str) -> str:
     )
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ApprovalNeeded(Value):
     """Why a policy parks a call instead of deciding it: ``by`` what asked (a ``rule``, the
     ``mode``) and ``reason`` why; ``timeout_s``: how long it may wait (``None``: for ever)."""
@@ -226,7 +226,7 @@ class ApprovalNeeded(Value):
     timeout_s: float | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ToolOutcome(Value):
     """What a tool call produced. ``code`` says why an error happened (``UNKNOWN_TOOL``,
     ``INVALID_ARGS``, ``TOOL_ERROR``, ``TOOL_TIMEOUT``, ``ABORTED``, ``DENIED``, ...).
@@ -253,7 +253,7 @@ class ToolOutcome(Value):
         return cls((Text(text),), True, "APPROVAL_PENDING", needed)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Tool(Value):
     """A schema plus ``execute(args, execution) -> content``; build one with ``@dsh.tool``.
 
@@ -273,7 +273,7 @@ class Tool(Value):
         return self.schema.name
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class NoPolicyConfig(Value):
     """Section ``permissions`` while no permission policy is loaded (the ``permissions`` plugin
     is disabled or failed to load): calls of tools that write files or run commands are denied,
@@ -292,7 +292,7 @@ class NoPolicyConfig(Value):
         return self.mode == "full" and not self.rules
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ToolsConfig(Value):
     """Section ``tools``: ``default_timeout_s`` bounds each call of a tool that sets no
     ``timeout_s`` of its own (greater than 0; ``inf`` for no bound)."""

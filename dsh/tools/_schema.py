@@ -50,7 +50,7 @@ def _same(value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-@attrs.frozen(repr=False)
+@attrs.frozen(repr=False, eq=False)
 class Shape(Value):
     """A JSON Schema, and ``convert``: how a JSON value valid against it becomes the Python
     value the annotation names."""
@@ -59,7 +59,7 @@ class Shape(Value):
     convert: Convert = _same
 
 
-@attrs.frozen(repr=False)
+@attrs.frozen(repr=False, eq=False)
 class _Property(Value):
     name: str
     shape: Shape

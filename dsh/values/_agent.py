@@ -47,7 +47,7 @@ PermissionMode = Literal["plan", "read-only", "workspace-write", "full"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("plan", "read-only", "workspace-write", "full")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class AgentOptions(Value):
     """How an agent calls its model. ``system_prompt`` is appended after the assembled sections;
     ``workspace`` is the directory tools are confined to (``None``: the current directory)."""
@@ -70,7 +70,7 @@ class AgentOptions(Value):
     tools: tuple[str, ...] | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Continuation(Value):
     """Whether the turn runs another step, and why (the reason is logged by whoever decides)."""
 
@@ -78,7 +78,7 @@ class Continuation(Value):
     reason: str = ""
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Retry(Value):
     """Returned by ``dsh_agent_request_error``: run the failed step again after ``delay_s``.
 

@@ -22,7 +22,7 @@ __all__ = ["AlreadyDecided", "PendingApproval", "pending_in", "summarize_argumen
 SUMMARY_CHARS = 200
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PendingApproval(Value):
     """A parked call of session ``session_id`` (agent ``agent_id``): the fields of its
     ``approval/requested`` event, and ``requested_at`` (epoch seconds) when it was logged."""

@@ -39,7 +39,7 @@ BlockType = Literal["text", "reasoning", "tool-call"]
 
 # The chunks a session log keeps (most of its events) and their usage carry no weak-reference
 # slot: nothing refers to them weakly, and it is 8 bytes less per object, one or two per chunk.
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class TokenUsage(Value):
     """Token counts of one model call. The counts are **disjoint**.
 
@@ -64,7 +64,7 @@ class TokenUsage(Value):
         )
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class LlmFailure(Value):
     """Why a model call failed.
 
@@ -81,28 +81,28 @@ class LlmFailure(Value):
     request_id: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FinishStop(Value):
     type: ClassVar[str] = "stop"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FinishToolCalls(Value):
     type: ClassVar[str] = "tool-calls"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FinishMaxTokens(Value):
     type: ClassVar[str] = "max-tokens"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FinishAborted(Value):
     type: ClassVar[str] = "aborted"
     failure: LlmFailure
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FinishError(Value):
     type: ClassVar[str] = "error"
     failure: LlmFailure
@@ -111,28 +111,28 @@ class FinishError(Value):
 FinishReason = FinishStop | FinishToolCalls | FinishMaxTokens | FinishAborted | FinishError
 
 
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class BlockStart(Value):
     type: ClassVar[str] = "block-start"
     index: int
     block_type: BlockType
 
 
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class TextDelta(Value):
     type: ClassVar[str] = "text-delta"
     index: int
     text: str
 
 
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class ReasoningDelta(Value):
     type: ClassVar[str] = "reasoning-delta"
     index: int
     text: str
 
 
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class ToolCallDelta(Value):
     type: ClassVar[str] = "tool-call-delta"
     index: int
@@ -141,20 +141,20 @@ class ToolCallDelta(Value):
     name: str | None = None
 
 
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class BlockEnd(Value):
     type: ClassVar[str] = "block-end"
     index: int
     block: Block
 
 
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class UsageChunk(Value):
     type: ClassVar[str] = "usage"
     usage: TokenUsage
 
 
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class Finish(Value):
     type: ClassVar[str] = "finish"
     reason: FinishReason

@@ -90,7 +90,7 @@ def at_most(maximum: float) -> Validator:
     return check
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class AgentConfig(Value):
     """An agent created when the harness starts."""
 
@@ -106,7 +106,7 @@ class AgentConfig(Value):
     permission_mode: PermissionMode | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class AgentLoopConfig(Value):
     """Section ``agent_loop``. ``max_parallel_tools`` bounds how many concurrency-safe tool
     calls of one step run at once (1 or more); ``max_depth`` how deep sub-agents nest (a

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Text(Value):
     """Plain text."""
 
@@ -40,8 +40,8 @@ class Text(Value):
     text: str
 
 
-@frozen(repr=False)
-class Reasoning:
+@frozen(repr=False, eq=False)
+class Reasoning(Value):
     """The model's reasoning ("thinking") text, passed back to providers that require it.
 
     ``signature``: the provider's opaque proof of the reasoning (the Anthropic Messages API's
@@ -67,7 +67,7 @@ class Reasoning:
         return f"Reasoning(text={self.text!r}{extra})"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ToolCall(Value):
     """A call the model asked for. ``arguments`` stays the raw JSON string end to end."""
 
@@ -77,7 +77,7 @@ class ToolCall(Value):
     arguments: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Image(Value):
     """An image by URL (``data:`` URLs included)."""
 
@@ -86,7 +86,7 @@ class Image(Value):
     mime_type: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ToolResult(Value):
     """The outcome of one tool call, echoed to the model under the call's id."""
 
@@ -100,7 +100,7 @@ Block = Text | Reasoning | ToolCall | ToolResult | Image
 Role = Literal["system", "user", "assistant"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Message(Value):
     """One message of model-visible history."""
 
@@ -108,14 +108,14 @@ class Message(Value):
     content: tuple[Block, ...]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class UserSource(Value):
     """The message came from the human (or host) driving the agent."""
 
     type: ClassVar[str] = "user"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PluginSource(Value):
     """The message was contributed by a plugin."""
 
@@ -123,7 +123,7 @@ class PluginSource(Value):
     name: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class AgentSource(Value):
     """The message was sent by another agent."""
 

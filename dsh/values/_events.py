@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class UserMessage(Value):
     """A message that starts (or joins) a turn. ``queued_seq``: the ``inbox/queued`` event it
     consumes, when it was queued while the agent was busy."""
@@ -84,7 +84,7 @@ class UserMessage(Value):
     queued_seq: int | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class WithdrawnMessage(Value):
     """A queued message taken back out of the inbox before it reached the model (``dsh chat``
     hands steering left over by the user's abort back as a draft): a resume does not restore
@@ -94,7 +94,7 @@ class WithdrawnMessage(Value):
     queued_seq: int
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class QueuedMessage(Value):
     """A message queued while a turn ran (``steering``: for the running turn). Logged so that a
     crash cannot lose it; the ``user/message`` or ``steering/message`` consuming it names it."""
@@ -105,7 +105,7 @@ class QueuedMessage(Value):
     steering: bool = False
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SeedEnd(Value):
     """Data of ``session/end-seed``: a resumed session's stored log ends before this event."""
 
@@ -113,7 +113,7 @@ class SeedEnd(Value):
     stored: int
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ContextMessage(Value):
     """Context injected for the next request without starting a turn (``agent.inject``)."""
 
@@ -122,7 +122,7 @@ class ContextMessage(Value):
     source: MessageSource = UserSource()
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SteeringMessage(Value):
     """A message that arrived while a turn was running, delivered between steps."""
 
@@ -133,14 +133,14 @@ class SteeringMessage(Value):
     queued_seq: int | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TurnStart(Value):
     type: ClassVar[str] = "turn/start"
     turn: int
     source: MessageSource = UserSource()
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TurnCompleted(Value):
     """The turn ran to its end; ``reason`` says why when a plugin stopped it (a budget)."""
 
@@ -148,29 +148,29 @@ class TurnCompleted(Value):
     reason: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TurnAborted(Value):
     type: ClassVar[str] = "aborted"
     reason: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TurnError(Value):
     type: ClassVar[str] = "error"
     failure: LlmFailure
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TurnMaxTokens(Value):
     type: ClassVar[str] = "max-tokens"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TurnDisposed(Value):
     type: ClassVar[str] = "disposed"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TurnInterrupted(Value):
     """Written only by crash recovery: the process died while the turn was open."""
 
@@ -182,14 +182,14 @@ TurnEndReason = (
 )
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TurnEnd(Value):
     type: ClassVar[str] = "turn/end"
     turn: int
     reason: TurnEndReason
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class StepBoundary(Value):
     """What ``step/start`` and ``step/end`` share: ``isinstance(data, StepBoundary)`` matches
     either. Its two tags were one class before 0.x split it; log the subclasses, which carry
@@ -199,14 +199,14 @@ class StepBoundary(Value):
     step: int
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class StepStart(StepBoundary):
     """Step ``step`` of turn ``turn`` begins (one model call, then its tool calls)."""
 
     type: ClassVar[str] = "step/start"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class StepEnd(StepBoundary):
     """Step ``step`` of turn ``turn`` is over."""
 
@@ -214,7 +214,7 @@ class StepEnd(StepBoundary):
 
 
 # One per streamed chunk: no weak-reference slot, 8 bytes less.
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class AssistantChunk(Value):
     type: ClassVar[str] = "assistant/chunk"
     turn: int
@@ -222,7 +222,7 @@ class AssistantChunk(Value):
     chunk: StreamChunk
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class AssistantMessage(Value):
     """What the model answered in one step; ``model`` is the model id the request named."""
 
@@ -234,7 +234,7 @@ class AssistantMessage(Value):
     model: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ToolCallEvent(Value):
     type: ClassVar[str] = "tool/call"
     turn: int
@@ -244,7 +244,7 @@ class ToolCallEvent(Value):
     arguments: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ToolResultEvent(Value):
     type: ClassVar[str] = "tool/result"
     turn: int
@@ -255,7 +255,7 @@ class ToolResultEvent(Value):
     code: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ErrorEvent(Value):
     type: ClassVar[str] = "error"
     turn: int
@@ -267,7 +267,7 @@ class ErrorEvent(Value):
 RETRY_EVENT = "llm/retry"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class RetryEvent(Value):
     """Data of ``llm/retry``: attempt ``attempt`` (of at most ``max_attempts``) failed with
     ``code`` (HTTP ``status``, when there was one); the next call starts after ``delay_s``.
@@ -286,7 +286,7 @@ class RetryEvent(Value):
     max_attempts: int | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class HistoryRewriteStart(Value):
     """A rewrite of the history began in turn ``turn``, at about ``tokens_before`` tokens.
     ``reason`` is the writer's word for why (the built-in compaction says ``threshold``,
@@ -299,7 +299,7 @@ class HistoryRewriteStart(Value):
     tokens_before: int
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ElidedResult(Value):
     """The result of tool call ``call_id``: the model sees ``note`` instead of its content."""
 
@@ -307,7 +307,7 @@ class ElidedResult(Value):
     note: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class HistoryPrune(Value):
     """Old tool results whose content the model now sees as a short note instead."""
 
@@ -315,7 +315,7 @@ class HistoryPrune(Value):
     elided: tuple[ElidedResult, ...]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class HistorySummary(Value):
     """Everything the model saw from events before ``replaces_upto`` is now ``summary``.
     ``usage`` and ``model`` are those of the model call that wrote it, if one did (it is
@@ -330,7 +330,7 @@ class HistorySummary(Value):
     model: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class HistoryRewriteEnd(Value):
     """The rewrite is over: the history is now about ``tokens_after`` tokens; ``error`` says
     what failed (the prunes and summaries logged before it stand)."""
@@ -343,7 +343,7 @@ class HistoryRewriteEnd(Value):
 SUBAGENT_PARENT, SUBAGENT_START, SUBAGENT_END = "subagent/parent", "subagent/start", "subagent/end"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SubagentParent(Value):
     """Data of ``subagent/parent``, a sub-agent's first event: where it was made (the parent's
     agent and session, its turn and step then, and the tool call that made it, if one did)."""
@@ -356,7 +356,7 @@ class SubagentParent(Value):
     call_id: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SubagentStart(Value):
     """Data of ``subagent/start`` in the parent's log: child ``agent_id`` runs in
     ``session_id`` (made by tool call ``call_id``, if one did)."""
@@ -369,7 +369,7 @@ class SubagentStart(Value):
     call_id: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SubagentEnd(Value):
     """Data of ``subagent/end`` in the parent's log: the child is gone. ``outcome`` is how its
     last turn ended (``completed``, ``error``, ``aborted``..., ``interrupted`` after a crash,
@@ -387,7 +387,7 @@ class SubagentEnd(Value):
 OUTPUT_RETRY, OUTPUT_RESULT, OUTPUT_FAILED = "output/retry", "output/result", "output/failed"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class OutputRetry(Value):
     """Data of ``output/retry``: attempt ``attempt`` of turn ``turn`` at a typed answer did not
     validate, because of ``error``, which is sent back to the model (the last attempt, with none
@@ -399,7 +399,7 @@ class OutputRetry(Value):
     error: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class OutputResult(Value):
     """Data of ``output/result``: the validated typed answer of turn ``turn``, as JSON values."""
 
@@ -408,7 +408,7 @@ class OutputResult(Value):
     value: Any
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class OutputFailed(Value):
     """Data of ``output/failed``: turn ``turn`` gave up after ``attempts`` invalid answers."""
 
@@ -421,7 +421,7 @@ class OutputFailed(Value):
 PERMISSION_MODE = "permissions/mode"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PermissionModeChange(Value):
     """Data of ``permissions/mode``: from here on, this agent's tool calls are judged in
     ``mode`` (``plan``, ``read-only``, ``workspace-write``, ``full``), e.g. after ``/approve``."""
@@ -433,7 +433,7 @@ class PermissionModeChange(Value):
 FILE_BLOB, FILE_CHANGED, SESSION_REWIND = "file/blob", "file/changed", "session/rewind"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FileBlob(Value):
     """Data of ``file/blob``: the bytes of a file as a :class:`FileChange` found them before
     changing it, base64-encoded in ``data`` (``size`` bytes), under their SHA-256 ``digest``
@@ -446,7 +446,7 @@ class FileBlob(Value):
     data: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FileChange(Value):
     """Data of ``file/changed``: in turn ``turn``, tool ``tool`` (call ``call_id``) changes the
     file at ``path`` (absolute) from ``before`` to ``after``: each a content digest
@@ -466,7 +466,7 @@ class FileChange(Value):
     error: str | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SessionRewind(Value):
     """Data of ``session/rewind``: the files the built-in file tools changed in session
     ``source`` since turn ``to_turn`` began were put back as they were before it. ``restored``
@@ -483,7 +483,7 @@ class SessionRewind(Value):
     shell_calls: int = 0
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ApprovalRequested(Value):
     """Data of ``approval/requested``: tool call ``call_id`` (of tool ``name``, step ``step``
     of turn ``turn``) needs a decision nobody present could give, so the turn is parked until
@@ -504,7 +504,7 @@ class ApprovalRequested(Value):
     timeout_s: float | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ApprovalDecided(Value):
     """Data of ``approval/decided``: whether call ``call_id`` (of tool ``name``) may run,
     decided ``by`` a ``rule``, the ``mode``, the ``approver`` (a host that answered, or
@@ -559,7 +559,7 @@ CoreEventData: TypeAlias = (
 _CORE_EVENT_CLASSES: tuple[type[CoreEventData], ...] = get_args(CoreEventData)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class RawEventData(Value):
     """The data of an event of a type this build does not know (its plugin is not installed),
     kept as the JSON ``fields`` it was stored as: it is written back unchanged, so loading and
@@ -575,7 +575,7 @@ EventData: TypeAlias = CoreEventData | RawEventData | AttrsInstance
 
 
 # Every event of every log: no weak-reference slot, 8 bytes less.
-@frozen(weakref_slot=False, repr=False)
+@frozen(weakref_slot=False, repr=False, eq=False)
 class SessionEvent(Value):
     """One entry of a session log. ``seq`` is contiguous from 0; ``time`` is epoch seconds.
     Read ``data`` by narrowing it: ``isinstance(event.data, TurnEnd)``."""

@@ -18,7 +18,7 @@ ReasoningEffort = Literal["low", "medium", "high", "max"]
 ResponseFormat = Literal["text", "json_object"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ToolSchema(Value):
     """A tool as the model sees it: name, description and a JSON Schema for its arguments.
 
@@ -31,7 +31,7 @@ class ToolSchema(Value):
     strict: bool = False
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class LlmRequest(Value):
     """One model call. ``model`` is the full model id (possibly ``provider/model``).
 

@@ -81,7 +81,7 @@ def estimate_tokens(
     return total + sum(map(per_tool, request.tools))
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Price(Value):
     """What a model's tokens cost: US dollars per million tokens, cache reads and writes priced
     separately (``[budgets.prices.<model>]`` in config)."""
@@ -120,7 +120,7 @@ def _days(days: Iterable[int]) -> frozenset[int]:
     return frozenset(days)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PeakHours(Value):
     """The hours of a week when peak prices apply, on a clock ``utc_offset_minutes`` ahead of
     UTC (a provider bills by its own wall clock, whatever the user's time zone).
@@ -144,7 +144,7 @@ class PeakHours(Value):
         return any(start <= minute < end for start, end in self.windows)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PriceSchedule(Value):
     """Prices that depend on the hour a call is made: ``peak`` inside ``peak_hours``,
     ``off_peak`` at every other time."""

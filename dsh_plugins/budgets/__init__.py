@@ -45,7 +45,7 @@ from dsh.plugin import (
 __all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class BudgetsConfig(Value):
     """Section ``budgets``; every limit is off unless set. A turn stops once a limit is
     reached, so a set limit is positive (a step or token limit at least 1)."""
@@ -58,7 +58,7 @@ class BudgetsConfig(Value):
     prices: dict[str, Price] = field(factory=dict)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class BudgetExceeded(Value):
     """Data of ``budget/exceeded``: the turn that stopped, the limit reached, how far."""
 
@@ -104,7 +104,7 @@ class _Spend(Value):
         self.cost += cost
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class _Link(Value):
     """Where a sub-agent's session was made: its parent's session and agent."""
 
@@ -112,7 +112,7 @@ class _Link(Value):
     agent_id: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class _Reached(Value):
     """A limit reached by a session: the asking agent's own (``agent_id`` ``None``) or that of
     the agent ``agent_id`` above it, whose session is ``session_id``."""

@@ -211,7 +211,7 @@ async def _down(pool: RayPool, local: LocalHead | None, out: TextIO) -> int:
 
 
 # -- the local head ----------------------------------------------------------------------------
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class LocalHead(Value):
     """A one-node Ray cluster on 127.0.0.1 kept in ``temp_dir`` (Ray's temp dir for it).
 

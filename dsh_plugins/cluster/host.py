@@ -54,7 +54,7 @@ BEAT_S = 2.0
 OWNER_SECTIONS = ("persistence_postgres",)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Elsewhere(Value):
     """The answer of a host that cannot take a session: another writer holds its lease.
     ``owner``: the holder's label (a host's name when the store labels leases with it), or
@@ -64,12 +64,12 @@ class Elsewhere(Value):
     reason: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Beat(Value):
     """Sent on an event stream that had nothing to send for :data:`BEAT_S`: the host lives."""
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class HostInfo(Value):
     """What ``dsh cluster status`` shows of a host."""
 

@@ -22,7 +22,7 @@ def _names(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class HostSpec(Value):
     """A host's harness: its ``config`` (the mapping a ``dsh.toml`` holds; it must name a store
     every host shares, such as ``persistence_postgres``), the host ``plugins`` beside the

@@ -70,7 +70,7 @@ SUMMARY_INSTRUCTION = (
 )
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class CompactionConfig(Value):
     """Section ``compaction``.
 

@@ -44,7 +44,7 @@ FALLBACK_EVENT = "llm/fallback"
 SECTION = "fallback"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FallbackConfig(Value):
     """Section ``fallback``. ``chains`` maps a model id to the ids to try after it, in order;
     ``codes`` are the failure codes that move a turn on (the transient ones, and those another
@@ -65,7 +65,7 @@ class FallbackConfig(Value):
     sticky: bool = False
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FallbackEvent(Value):
     """Data of ``llm/fallback``: attempt ``attempt`` of step ``step`` on ``from_model`` failed
     with ``code`` (``message``); the step runs again on ``to_model``."""
@@ -80,7 +80,7 @@ class FallbackEvent(Value):
     message: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class _Switch(Value):
     """An agent's fallback: ``primary`` runs as ``model`` since attempt ``offset`` of
     ``step`` of ``turn``."""

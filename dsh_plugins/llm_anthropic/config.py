@@ -25,7 +25,7 @@ DEEPSEEK_BASE_URL = "https://api.deepseek.com/anthropic"
 DEEPSEEK_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class AnthropicConfig(Value):
     """Where and how the Messages API adapters connect: one for Anthropic (``anthropic/<model>``)
     and one for DeepSeek's Anthropic-format endpoint (``deepseek-anthropic/<model>``).
@@ -58,7 +58,7 @@ class AnthropicConfig(Value):
     max_connections: int = field(default=0, validator=at_least(0))
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Provider(Value):
     """One Messages API provider: the id prefix it serves, its name in messages, where its key
     comes from (environment variable, ``dsh keys`` name, config option), and whether it holds

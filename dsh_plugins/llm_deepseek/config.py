@@ -14,7 +14,7 @@ DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class DeepSeekConfig(Value):
     """Where and how the DeepSeek adapter connects.
 

@@ -28,7 +28,7 @@ DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class OpenAISdkConfig(Value):
     """Where and how the SDK adapter connects.
 

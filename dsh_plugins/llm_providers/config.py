@@ -42,7 +42,7 @@ def _positive(instance: Any, attribute: Any, value: int | None) -> None:
         at_least(1)(instance, attribute, value)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ModelSettings(Value):
     """What one model can do (``llm_providers.<provider>.models.<model>``).
 
@@ -64,7 +64,7 @@ class ModelSettings(Value):
     price: Price | None = None
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ProviderSettings(Value):
     """One provider (``llm_providers.<name>``, or ``llm_providers.custom.<name>``).
 
@@ -111,7 +111,7 @@ class ProviderSettings(Value):
     max_event_bytes: int = field(default=4 * 1024 * 1024, validator=at_least(1024))
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class LlmProvidersConfig(Value):
     """Section ``llm_providers``: a built-in profile is served once its table is present
     (``[llm_providers.openrouter]`` is enough: any ``openrouter/<model>`` then works);

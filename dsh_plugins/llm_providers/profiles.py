@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_CAPS", "PROFILES", "Profile", "Provider", "listed_caps", "re
 T = TypeVar("T")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Profile(Value):
     """What a built-in endpoint is: where it listens, the key it wants (``key_required``:
     it refuses requests without one) and its wire quirks."""
@@ -73,7 +73,7 @@ PROFILES: dict[str, Profile] = {
 DEFAULT_CAPS = ModelSettings(tools=True, image_input=False, json_mode=False)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Provider(Value):
     """A provider as the adapter uses it: every setting decided."""
 

@@ -90,7 +90,7 @@ def _optional_at_least(low: int) -> Callable[[Any, attrs.Attribute[Any], Any], N
     return validate
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class McpServerConfig(Value):
     """One MCP server: a program started with ``command`` and ``args`` (in ``cwd``, with
     ``env`` added to a minimal environment) that speaks MCP on stdio, or a streamable HTTP
@@ -124,7 +124,7 @@ class McpServerConfig(Value):
         return f"http: {re.sub(r'//[^/@]*@', '//', str(self.url))}"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class McpServeConfig(Value):
     """Section ``mcp.serve``: how ``dsh mcp serve`` serves (its options override these).
     ``mode`` is the served agent's permission mode (default ``read-only``, whatever
@@ -141,7 +141,7 @@ class McpServeConfig(Value):
     allowed_origins: tuple[str, ...] = ()
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class McpConfig(Value):
     """Section ``mcp``. ``servers`` maps a name to a server; each of its tools becomes the dsh
     tool ``mcp__<name>__<tool>``. A tool's text output keeps its first and last halves of

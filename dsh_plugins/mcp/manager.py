@@ -37,7 +37,7 @@ def sdk_missing() -> str | None:
     return f"the MCP SDK is not installed: run {INSTALL} to use MCP servers"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ServerStatus(Value):
     """A server as ``dsh mcp list`` shows it: ``state`` is ``disabled``, ``running``,
     ``failed``, ``crashed`` (started again on the next call) or ``stopped``; ``tools`` are the

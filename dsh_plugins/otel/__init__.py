@@ -44,7 +44,7 @@ API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
 PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class OtelConfig(Value):
     """Section ``otel``. ``capture_content`` adds the prompts, the model's outputs, tool
     arguments and results, and error texts to the spans: off by default, as they may hold

@@ -81,7 +81,7 @@ LoggedMode: TypeAlias = "Callable[[Session], str | None]"
 log = structlog.get_logger("dsh.permissions")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ApprovalAsked(Value):
     """Data of ``approval/asked``: the host is asked whether call ``call_id`` (of tool
     ``name``, with ``arguments``) may run, and why it is asked."""

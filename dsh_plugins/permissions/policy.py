@@ -82,7 +82,7 @@ _DOES = {
 _MCP_EXECUTES = "may change anything (its MCP server does not mark it read-only or non-destructive)"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Rule(Value):
     """One rule, e.g. ``{tool = "shell", match = "git status", action = "allow"}``: calls of a tool
     whose name matches the glob ``tool``, and whose subject (its ``command``, ``path``,
@@ -99,7 +99,7 @@ class Rule(Value):
         return f'{{tool = "{self.tool}", match = "{self.match}", action = "{self.action}"}}'
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PermissionsConfig(Value):
     """Section ``permissions``. ``rules`` are checked in order and the first that matches a
     call decides; without one, ``mode`` decides by what the tool declares it does: in
@@ -122,7 +122,7 @@ class PermissionsConfig(Value):
     approval_timeout_s: float | None = field(default=None, validator=optional(at_least(0)))
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Decision(Value):
     """What to do with a call, who decided (``rule``, ``mode``, ``approver``, or ``nobody``
     when no host could ask) and why."""

@@ -62,7 +62,7 @@ SECTION = "persistence_jsonl"
 log = structlog.get_logger("dsh_plugins.persistence_jsonl")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class JsonlConfig(Value):
     """Section ``persistence_jsonl``. ``dir`` defaults to ``$XDG_DATA_HOME/dsh/sessions``
     (``~/.local/share/dsh/sessions``). ``fsync``: ``turn`` (at turn end and close), also at
@@ -119,7 +119,7 @@ def _unreadable(path: Path, exc: OSError) -> str:
     return f"cannot read session file {path}: {exc.strerror}: {set_aside(path)}"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class DamagedSession(SessionSummary):
     """A session file a listing found damaged, listed beside the good ones: ``problem`` says
     what is wrong with it and what to do (loading it raises the same error). Its ``id`` is the

@@ -41,7 +41,7 @@ def _identifier(instance: Any, attribute: attrs.Attribute[Any], value: str) -> N
         )
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class PostgresConfig(Value):
     """Section ``persistence_postgres``. ``dsn`` (a secret: leave it out of config files) is
     read from the environment variable ``DSH_POSTGRES_DSN`` when not set here. ``schema``: the

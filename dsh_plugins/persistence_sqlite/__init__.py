@@ -110,7 +110,7 @@ ORDER BY updated DESC LIMIT :limit
 _DAMAGED = "check it with PRAGMA integrity_check; restore it from a backup"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class SqliteConfig(Value):
     """Section ``persistence_sqlite``. ``path`` defaults to ``$XDG_DATA_HOME/dsh/sessions.db``.
     ``fsync``: commits are synced at ``turn`` end (checkpoints commit without a sync, which a
@@ -156,7 +156,7 @@ def process_alive(pid: int, started: int | None) -> bool:
     return state != "Z" and (started is None or start == started)
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Lease(Value):
     """A session's writer lease, as the ``writers`` row holds it.
 

@@ -28,7 +28,7 @@ __all__ = ["RetryConfig", "RetryPlugin", "backoff_s"]
 SECTION = "retry"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class RetryConfig(Value):
     """Section ``retry``. The n-th retry waits ``base_delay_s * 2**(n-1)``, capped at
     ``max_delay_s``, minus up to ``jitter`` of it at random. ``max_attempts`` counts model calls,

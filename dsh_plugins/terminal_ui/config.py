@@ -12,7 +12,7 @@ SECTION = "terminal_ui"
 DEFAULT_MODEL = "deepseek-flash"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class TerminalUiConfig(Value):
     """Defaults of ``dsh run`` and ``dsh chat``; their options win over these.
 

@@ -392,7 +392,7 @@ class Renderer:
             self.note(style.yellow(f"stopped: {reason.reason}"))
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class _Tally(Value):
     """What one compaction did, gathered from its events."""
 

@@ -41,24 +41,24 @@ __all__ = [
 T = TypeVar("T")
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Line(Value):
     """A line typed on stdin, without its line break."""
 
     text: str
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Eof(Value):
     """Stdin ended (Ctrl-D on a terminal)."""
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Interrupt(Value):
     """Ctrl-C."""
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Idle(Value):
     """The agent finished working: nothing queued, no turn running."""
 
@@ -71,7 +71,7 @@ class Approval(Value):
     answer: concurrent.futures.Future[bool]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Draft(Value):
     """Steering the user's abort kept from the model: offered at the next prompt to send or
     drop."""
@@ -86,7 +86,7 @@ class Done(Value):
     future: concurrent.futures.Future[Any]
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class OutputClosed(Value):
     """Nobody reads the chat's output any more (a pipe whose reader went away)."""
 

@@ -11,7 +11,7 @@ __all__ = ["SECTION", "FsConfig"]
 SECTION = "tools_fs"
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class FsConfig(Value):
     """Section ``tools_fs``.
 

@@ -53,7 +53,7 @@ BASE_ENV = (
 )
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ShellConfig(Value):
     """Section ``tools_shell``.
 

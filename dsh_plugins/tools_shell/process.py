@@ -32,7 +32,7 @@ CHUNK = 65536
 POLL_S = 0.01
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Completed(Value):
     """How a command ended: its exit status (negative: killed by that signal), and whether it
     ran out of time (then its group was killed)."""

@@ -24,7 +24,7 @@ Ending = Literal["close", "disconnect", "stall", "keep-alive"]
 every ``interval_s`` (or 10 ms) forever. The last two end when the server closes."""
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class Scenario(Value):
     """One answer. A ``status`` other than 200, or ``event_stream=False``, answers ``body``
     with ``content_type`` (an HTTP 200 that is not an event stream: a JSON error, a

@@ -38,7 +38,7 @@ MODELS = ("deepseek-flash", "deepseek-v4-pro")
 _KEEP_ALIVE_INTERVAL_S = 0.01
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class RecordedRequest(Value):
     """A request the server received: its path, headers and JSON body (``None`` if not JSON)."""
 

@@ -64,7 +64,7 @@ def usage_json(
     return usage
 
 
-@frozen(repr=False)
+@frozen(repr=False, eq=False)
 class ChunkStyle(Value):
     """The envelope of every chunk of one response. ``usage_null``: with
     ``stream_options.include_usage`` every chunk carries ``"usage": null`` until the last."""

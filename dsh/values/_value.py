@@ -13,9 +13,9 @@ hash). They give what attrs' would:
   (a cycle).
 * ``==``: equal when the other object is of the very same class and the fields that take
   part in comparison (not declared ``eq=False``) are equal, in declaration order, compared as
-  a tuple's items are (an object is equal to itself: the same NaN too, where attrs, comparing
-  field by field, finds it unequal); an object of another class is ``NotImplemented``, so
-  Python asks it, then falls back to identity.
+  a tuple's items are (an object is equal to itself: the same NaN too, as attrs 23 finds it,
+  where attrs 26, comparing field by field, finds it unequal); an object of another class is
+  ``NotImplemented``, so Python asks it, then falls back to identity.
 * ``hash``: the hash of the class and those fields, so equal values hash alike.
 
 ``tests/test_value.py`` checks, with Hypothesis, that the three agree with what attrs writes

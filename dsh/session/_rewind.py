@@ -113,15 +113,15 @@ def record_change(
     session's last turn: a ``file/blob`` with ``before`` unless the session already holds one
     of its digest, then the ``file/changed``. Returns ``None``, or — when ``before`` was over a
     cap and not kept — a sentence for the user saying so."""
-    digest = None if before is None else digest_of(before)
-    lost = None
+    digest = lost = None
     if before is not None:
+        digest = digest_of(before)  # once: a SHA-256 of up to max_file_bytes
         held = _BLOBS.held(session)
         if digest not in held.sizes:
             lost = _over_cap(len(before), held.total, caps)
             if lost is None:
                 encoded = base64.b64encode(before).decode("ascii")
-                session.append(FileBlob(digest_of(before), len(before), encoded))
+                session.append(FileBlob(digest, len(before), encoded))
     turn = session.last_turn
     session.append(FileChange(turn, tool, str(path), digest, after, call_id, lost))
     if lost is None:

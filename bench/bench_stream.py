@@ -26,7 +26,7 @@ import aiohttp
 import orjson
 
 from dsh import AgentOptions, Harness
-from dsh.app._logs import configure_logging
+from dsh._log import configure_logging
 from dsh.testing.mockserver import MockServer
 from dsh.values._content import text_of
 from dsh.values._events import AssistantMessage

@@ -756,11 +756,11 @@ asyncio.run(main())
 """
 
 
-#: W3's fourth side: the floor, after importing the stack dsh is built on (attrs, cattrs,
-#: structlog, pluggy) and discovering the ``dsh`` entry points, as any harness on that stack
-#: that finds its plugins by entry point does before its first request.
+#: W3's fourth side: the floor, after importing the stack dsh starts on (attrs, cattrs, pluggy;
+#: structlog only when a line is logged) and discovering the ``dsh`` entry points, as any
+#: harness on that stack that finds its plugins by entry point does before its first request.
 FIRST_TOKEN_STACK = (
-    "import attrs, cattrs, structlog, pluggy, importlib.metadata\n"
+    "import attrs, cattrs, pluggy, importlib.metadata\n"
     "importlib.metadata.entry_points(group='dsh')" + FIRST_TOKEN_FLOOR
 )
 #: What each side of W3 runs in its child process.

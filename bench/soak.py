@@ -205,7 +205,7 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from run import Server
 
-    from dsh.app._logs import configure_logging
+    from dsh._log import configure_logging
 
     configure_logging(level="error")  # each failed turn would log a warning
     with tempfile.TemporaryDirectory() as data:

@@ -18,12 +18,12 @@ from contextlib import suppress
 from importlib.metadata import entry_points
 from typing import Any
 
+from dsh._log import configure_logging
 from dsh.app import _aliases as aliases
 from dsh.app import _keys as keys
 from dsh.app import _modelcache as modelcache
 from dsh.app._configdoc import masked_config
 from dsh.app._harness import Command, Harness
-from dsh.app._logs import configure_logging
 from dsh.app._userconfig import UserConfigError
 from dsh.hooks._caller import HOOK_STYLES
 from dsh.hooks._loading import ENTRY_POINT_GROUP

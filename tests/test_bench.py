@@ -400,7 +400,7 @@ def test_reference_sides_run_between_the_floor_and_dsh_and_report_against_both()
 
 def test_the_stack_side_of_w3_imports_dshs_stack_then_runs_the_floor() -> None:
     script = run.FIRST_TOKEN["stack"]
-    assert script.startswith("import attrs, cattrs, structlog, pluggy")
+    assert script.startswith("import attrs, cattrs, pluggy")
     assert script.endswith(run.FIRST_TOKEN_FLOOR) and "entry_points(group='dsh')" in script
     assert list(run.FIRST_TOKEN) == list(run.W3_SIDES)
     for side in ("floor", "logged"):  # the floors read blocks and decode with orjson

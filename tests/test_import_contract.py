@@ -20,7 +20,19 @@ import attrs
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The layers, lowest first; a top-level module outside them sits where this says.
-LAYERS = ("_lazy", "values", "hooks", "llm", "tools", "session", "loop", "app", "cluster", "cli")
+LAYERS = (
+    "_lazy",
+    "_log",
+    "values",
+    "hooks",
+    "llm",
+    "tools",
+    "session",
+    "loop",
+    "app",
+    "cluster",
+    "cli",
+)
 TOP = ("__init__", "__main__", "plugin", "testing")  # above every layer: the doors and the kits
 
 #: Type-only imports that reach a higher layer (annotations of hooks and agent protocols).

@@ -13,10 +13,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import structlog
 from attrs import frozen
 
-from dsh.app._logs import ensure_configured
+from dsh._log import get_logger
 from dsh.hooks._caller import Hooks
 from dsh.hooks._loading import Plugins, disabled_from_env
 from dsh.llm._prompt import SystemPrompt
@@ -44,7 +43,7 @@ from dsh.values._value import Value
 
 __all__ = ["Command", "Harness"]
 
-log = structlog.get_logger("dsh.harness")
+log = get_logger("dsh.harness")
 
 
 @frozen(repr=False, eq=False)
@@ -80,7 +79,6 @@ class Harness:
         strict: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        ensure_configured()
         if not (config is None or isinstance(config, Mapping | str | Path)):
             raise ConfigError(
                 [

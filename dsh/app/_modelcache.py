@@ -18,15 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from dsh._log import get_logger
 from dsh.app._userconfig import UserConfigError, config_dir
 from dsh.llm._service import ModelInfo
 from dsh.values._tokens import Price
 
 __all__ = ["cache_path", "decode", "encode", "read", "write"]
 
-log = structlog.get_logger("dsh.modelcache")
+log = get_logger("dsh.modelcache")
 
 #: What a cached entry may say, beside its price: the ``ModelInfo`` fields a listing reports.
 _FIELDS = (

@@ -2,9 +2,10 @@
 metrics over OTLP/HTTP, as the ``OTEL_*`` environment variables say.
 
 A host embedding dsh configures the SDK itself; this is only for the command line, where dsh is
-the host. Like :mod:`dsh.app._logs` it configures the process, not the harness, so it is a front
-door of the core rather than part of a plugin: the command-line front end calls it, and the
-``otel`` plugin, which only ever uses the global providers, records into whatever it installed.
+the host. Like :func:`dsh._log.configure_logging` it configures the process, not the harness, so
+it is a front door of the core rather than part of a plugin: the command-line front end calls it,
+and the ``otel`` plugin, which only ever uses the global providers, records into whatever it
+installed.
 The exporters read their endpoint, headers, timeouts and protocol options from the environment
 (``OTEL_EXPORTER_OTLP_ENDPOINT`` and the rest), the SDK its batching and metric interval
 (``OTEL_BSP_*``, ``OTEL_METRIC_EXPORT_INTERVAL``) and its resource (``OTEL_SERVICE_NAME``,

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pluggy
-import structlog
 
+from dsh._log import get_logger
 from dsh.hooks import _specs as hookspecs
 from dsh.hooks._markers import SYNC_STYLES, Stop, Style, event_types_of, style_of
 from dsh.values._errors import HookError, PluginLoadError
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HOOK_ARGS", "HOOK_STYLES", "SESSION_HOOKS", "HookRuntime", "Hooks", "Impl"]
 
-log = structlog.get_logger("dsh.hooks")
+log = get_logger("dsh.hooks")
 T = TypeVar("T")
 
 HOOK_STYLES: dict[str, Style] = {

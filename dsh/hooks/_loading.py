@@ -19,9 +19,9 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import pluggy
-import structlog
 from attrs import frozen
 
+from dsh._log import get_logger
 from dsh.hooks import _specs as hookspecs
 from dsh.hooks._caller import HOOK_STYLES, HookRuntime, check_impl
 from dsh.hooks._markers import PROJECT
@@ -34,7 +34,7 @@ ENTRY_POINT_GROUP = "dsh"
 #: The name prefix of the core's own hook implementations (not plugins: `names` leaves them out).
 CORE_PREFIX = "dsh:"
 
-log = structlog.get_logger("dsh.plugins")
+log = get_logger("dsh.plugins")
 #: The attribute ``@hookimpl`` sets on a function it marks.
 _MARKER = f"{PROJECT}_impl"
 
@@ -227,7 +227,8 @@ class Plugins:
             return None, None
         found = self._distributions.get(dist)
         if found is None:
-            found = self._distributions[dist] = (dist.name, dist.version)
+            metadata = dist.metadata  # once: ``dist.name`` and ``dist.version`` each parse it
+            found = self._distributions[dist] = (metadata["Name"], metadata["Version"])
         return found
 
     def names(self) -> list[str]:

@@ -12,9 +12,9 @@ import asyncio
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from attrs import evolve
 
+from dsh._log import bind_context
 from dsh.loop._approvals import Approvals
 from dsh.loop._inbox import Inbox, InboxMessage, Signal
 from dsh.session._rewind import RewindReport, rewind, shell_tools
@@ -153,7 +153,7 @@ class AgentHandle:
     def _continue_in(self, session: Session) -> None:
         """From now on the agent's conversation is ``session`` (a rewind's fork)."""
         self.session = session
-        structlog.contextvars.bind_contextvars(session=session.id)
+        bind_context(session=session.id)
 
     def set_permission_mode(self, mode: PermissionMode) -> None:
         """Logged ``permissions/mode``: the permission policy judges later calls in ``mode``."""

@@ -33,8 +33,7 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING
 
-import structlog
-
+from dsh._log import bind_context, get_logger
 from dsh.loop import _failures as failures
 from dsh.loop import _recovery as recovery
 from dsh.loop._approvals import Approvals, TurnParked
@@ -69,7 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentLoop", "LoopAgent"]
 
-log = structlog.get_logger("dsh.loop")
+log = get_logger("dsh.loop")
 
 
 class Parked:
@@ -116,7 +115,7 @@ class LoopAgent(AgentHandle):
         self._idle.clear()
 
     async def _run(self) -> None:
-        structlog.contextvars.bind_contextvars(agent=self.id, session=self.session.id)
+        bind_context(agent=self.id, session=self.session.id)
         await self._hooks.agent_created(self)
         try:
             if self._parked_step is not None:
@@ -166,7 +165,7 @@ class LoopAgent(AgentHandle):
         if parked is None:
             self._turn += 1
             turn = self._turn
-            structlog.contextvars.bind_contextvars(turn=turn)
+            bind_context(turn=turn)
             queued = self.inbox.drain_queued()
             for message in queued:
                 data = UserMessage(message.content, message.source, message.queued_seq)
@@ -175,7 +174,7 @@ class LoopAgent(AgentHandle):
             await self._hooks.agent_turn_start(self, turn)
         else:
             turn = parked.turn
-            structlog.contextvars.bind_contextvars(turn=turn)
+            bind_context(turn=turn)
         try:
             reason = await self._run_steps(turn, parked)
         except Exception as exc:  # backstop: a plugin failed outside a step

@@ -18,11 +18,11 @@ from dsh._lazy import imported
 
 if TYPE_CHECKING:
     from dsh._lazy import imported
+    from dsh._log import configure_logging, get_logger
     from dsh.app._aliases import resolve as resolve_alias
     from dsh.app._configdoc import masked
     from dsh.app._harness import Command, Harness
     from dsh.app._keys import api_key
-    from dsh.app._logs import configure_logging
     from dsh.app._modelcache import read as cached_models
     from dsh.app._otlp import start_export
     from dsh.app._usage import UsageMeter, price_book
@@ -364,6 +364,7 @@ __all__ = [
     "find_config",
     "find_profile",
     "for_events",
+    "get_logger",
     "greater_than",
     "hookimpl",
     "import_type",
@@ -545,7 +546,8 @@ _HOMES = {
     "at_most": "dsh.values._config",
     "brief": "dsh.session._text",
     "cached_models": "dsh.app._modelcache:read",
-    "configure_logging": "dsh.app._logs",
+    "configure_logging": "dsh._log",
+    "get_logger": "dsh._log",
     "confine": "dsh.tools._registry",
     "deepseek_model_info": "dsh.llm._deepseek:model_info",
     "deepseek_served_ids": "dsh.llm._deepseek:served_ids",

@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from attrs import frozen
 
+from dsh._log import get_logger
 from dsh.session._log import EventLog, Packed, pack, pack_chunk, pack_data
 from dsh.session._store import AsyncBufferedStore, Batch, BufferedStore, LeaseInfo
 from dsh.values._content import (
@@ -50,7 +50,7 @@ from dsh.values._events import (
 )
 from dsh.values._value import Value
 
-log = structlog.get_logger("dsh.session")
+log = get_logger("dsh.session")
 
 if TYPE_CHECKING:
     from dsh.hooks._caller import Hooks

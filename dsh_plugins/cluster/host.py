@@ -22,7 +22,6 @@ import socket
 from collections.abc import AsyncGenerator, Awaitable
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from attrs import frozen
 
 from dsh.plugin import (
@@ -33,6 +32,7 @@ from dsh.plugin import (
     SessionBusy,
     SessionConflict,
     Value,
+    get_logger,
     hookimpl,
 )
 from dsh_plugins.cluster.spec import HostSpec, load_plugin
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BEAT_S", "OWNER_SECTIONS", "POLL_S", "Beat", "Elsewhere", "HostInfo", "SessionHost"]
 
-log = structlog.get_logger("dsh_plugins.cluster.host")
+log = get_logger("dsh_plugins.cluster.host")
 
 #: How often a waiter looks at the store's progress while events wait to be written (a store
 #: whose writes finish after the checkpoint hook returns is seen by this, at the latest).

@@ -15,7 +15,6 @@ from typing import Any
 
 import aiohttp
 import attrs
-import structlog
 
 from dsh.plugin import (
     LlmError,
@@ -25,6 +24,7 @@ from dsh.plugin import (
     StreamChunk,
     deepseek_model_info,
     deepseek_wire_name,
+    get_logger,
 )
 from dsh.plugin import api_key as stored_api_key
 from dsh.plugin.http import EventReader, HttpClient, SseEvent, decode_json
@@ -43,7 +43,7 @@ __all__ = ["ANTHROPIC", "API_VERSION", "DEEPSEEK", "MessagesAdapter", "Provider"
 
 #: The ``anthropic-version`` header every request carries (DeepSeek's endpoint ignores it).
 API_VERSION = "2023-06-01"
-log = structlog.get_logger("dsh.llm_anthropic")
+log = get_logger("dsh.llm_anthropic")
 
 
 class MessagesAdapter:

@@ -12,7 +12,6 @@ import functools
 from collections.abc import AsyncGenerator
 
 import aiohttp
-import structlog
 
 from dsh.plugin import (
     ChunkBatches,
@@ -24,6 +23,7 @@ from dsh.plugin import (
     ModelInfo,
     StreamChunk,
     api_key,
+    get_logger,
 )
 from dsh.plugin import deepseek_model_info as model_info
 from dsh.plugin import deepseek_served_ids as served_ids
@@ -50,7 +50,7 @@ __all__ = ["PROVIDER", "DeepSeekAdapter"]
 #: The most messages whose encoded JSON the adapter keeps per mode (sessions used least recently
 #: are forgotten first): the bound the cache of wire forms had before.
 MEMO_MESSAGES = 16_384
-log = structlog.get_logger("dsh.llm_deepseek")
+log = get_logger("dsh.llm_deepseek")
 
 
 class DeepSeekAdapter:

@@ -20,8 +20,6 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
-import structlog
-
 from dsh.plugin import (
     Finish,
     FinishAborted,
@@ -31,6 +29,7 @@ from dsh.plugin import (
     ModelInfo,
     StreamChunk,
     api_key,
+    get_logger,
 )
 from dsh.plugin import deepseek_model_info as model_info
 from dsh.plugin import deepseek_wire_name as wire_name
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["ABORTED", "INSTALL", "PROVIDER", "OpenAISdkAdapter"]
 
 ABORTED = LlmFailure("the stream was cancelled by its consumer", "ABORTED")
-log = structlog.get_logger("dsh.llm_openai_sdk")
+log = get_logger("dsh.llm_openai_sdk")
 
 
 def _task_is_cancelled() -> bool:

@@ -14,9 +14,16 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
-import structlog
 
-from dsh.plugin import ChunkBatches, LlmError, LlmFailure, LlmRequest, ModelInfo, StreamChunk
+from dsh.plugin import (
+    ChunkBatches,
+    LlmError,
+    LlmFailure,
+    LlmRequest,
+    ModelInfo,
+    StreamChunk,
+    get_logger,
+)
 from dsh.plugin import api_key as stored_api_key
 from dsh.plugin.http import HttpClient, PayloadReader, decode_json, decode_payload
 from dsh_plugins.llm_providers.failures import QUOTE, http_failure, not_a_stream
@@ -27,7 +34,7 @@ from dsh_plugins.llm_providers.stream import Translator
 
 __all__ = ["ProviderAdapter"]
 
-log = structlog.get_logger("dsh.llm_providers")
+log = get_logger("dsh.llm_providers")
 
 
 class ProviderAdapter:

@@ -21,7 +21,6 @@ from contextlib import AsyncExitStack
 from typing import IO, Any, Literal
 
 import anyio
-import structlog
 from mcp import ClientSession
 from mcp import types as mcp_types
 from mcp.client.session import IncomingMessage
@@ -30,13 +29,14 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
+from dsh.plugin import get_logger
 from dsh_plugins.mcp.config import McpConfig, McpError, McpServerConfig, expand
 from dsh_plugins.mcp.http import http_client
 from dsh_plugins.mcp.stdio import PROTOCOL_ERROR, LineReader, stdio_transport
 
 __all__ = ["Connection", "State"]
 
-log = structlog.get_logger("dsh.mcp")
+log = get_logger("dsh.mcp")
 
 State = Literal["stopped", "starting", "running", "crashed", "failed"]
 

@@ -12,10 +12,9 @@ import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import structlog
 from attrs import frozen
 
-from dsh.plugin import DshError, Tool, Value
+from dsh.plugin import DshError, Tool, Value, get_logger
 from dsh_plugins.mcp.config import INSTALL, McpConfig, McpError, McpServerConfig
 
 if TYPE_CHECKING:
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["McpServers", "ServerStatus", "sdk_missing"]
 
-log = structlog.get_logger("dsh.mcp")
+log = get_logger("dsh.mcp")
 
 #: Who registers MCP tools in the tool registry (``dsh tools`` shows it as the source).
 OWNER = "mcp"

@@ -26,7 +26,6 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -52,6 +51,7 @@ from dsh.plugin import (
     TurnCompleted,
     TurnEnd,
     brief,
+    get_logger,
     hookimpl,
     outcome,
     text_of,
@@ -71,7 +71,7 @@ __all__ = [
     "security",
 ]
 
-log = structlog.get_logger("dsh.mcp.serve")
+log = get_logger("dsh.mcp.serve")
 
 #: The permission mode of a served agent unless one is given.
 DEFAULT_MODE: PermissionMode = "read-only"

@@ -21,10 +21,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from attrs import frozen
 
-from dsh.plugin import LlmError, Value, hookimpl
+from dsh.plugin import LlmError, Value, get_logger, hookimpl
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["SECTION", "OtelConfig", "OtelPlugin", "load_telemetry", "provider_of"]
 
 SECTION = "otel"
-log = structlog.get_logger("dsh.otel")
+log = get_logger("dsh.otel")
 #: The API modules through which a host sets a global provider.
 API_MODULES = ("opentelemetry.trace", "opentelemetry.metrics")
 #: The variables naming a provider that the API loads by itself, without the host importing it.

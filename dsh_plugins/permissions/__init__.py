@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
-import structlog
 from attrs import evolve, frozen
 
 from dsh.plugin import (
@@ -38,6 +37,7 @@ from dsh.plugin import (
     ToolOutcome,
     Value,
     for_events,
+    get_logger,
     hookimpl,
 )
 from dsh_plugins.permissions._modes import ModeTracker, scan_mode
@@ -78,7 +78,7 @@ _STRICTNESS: dict[str, int] = {mode: rank for rank, mode in enumerate(PERMISSION
 #: Where :func:`effective_mode` reads the mode a session logged last (``None``: none).
 LoggedMode: TypeAlias = "Callable[[Session], str | None]"
 
-log = structlog.get_logger("dsh.permissions")
+log = get_logger("dsh.permissions")
 
 
 @frozen(repr=False, eq=False)

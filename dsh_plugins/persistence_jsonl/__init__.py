@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-import structlog
 from attrs import frozen
 
 from dsh.plugin import (
@@ -32,6 +31,7 @@ from dsh.plugin import (
     SessionEvent,
     SessionSummary,
     Value,
+    get_logger,
     hookimpl,
 )
 from dsh_plugins.persistence_jsonl.files import SessionFile
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 SECTION = "persistence_jsonl"
-log = structlog.get_logger("dsh_plugins.persistence_jsonl")
+log = get_logger("dsh_plugins.persistence_jsonl")
 
 
 @frozen(repr=False, eq=False)

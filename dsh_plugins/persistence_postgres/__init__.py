@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import attrs
-import structlog
 
 from dsh.plugin import (
     AsyncBufferedStore,
@@ -41,6 +40,7 @@ from dsh.plugin import (
     SessionSummary,
     Writer,
     dumps,
+    get_logger,
     hookimpl,
     title_of,
 )
@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-log = structlog.get_logger("dsh_plugins.persistence_postgres")
+log = get_logger("dsh_plugins.persistence_postgres")
 
 
 class _Asyncpg(Protocol):

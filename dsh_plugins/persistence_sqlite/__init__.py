@@ -15,13 +15,11 @@ import json
 import os
 import secrets
 import socket
-import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import structlog
 from attrs import field, frozen
 
 from dsh.plugin import (
@@ -39,12 +37,15 @@ from dsh.plugin import (
     Value,
     Writer,
     dumps,
+    get_logger,
     greater_than,
     hookimpl,
     title_of,
 )
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from dsh.plugin import Harness
 
 __all__ = [
@@ -62,7 +63,7 @@ SECTION = "persistence_sqlite"
 #: 2 added table ``writers`` (the leases); a version-1 database is upgraded on open.
 SCHEMA_VERSION = 2
 T = TypeVar("T")
-log = structlog.get_logger("dsh_plugins.persistence_sqlite")
+log = get_logger("dsh_plugins.persistence_sqlite")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -257,6 +258,8 @@ class SqliteStore(BufferedStore):
 
     @staticmethod
     def _connect(path: Path, quick_check: bool) -> sqlite3.Connection:
+        import sqlite3  # here, not at import: a harness without this store never loads it
+
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Created private, like the JSONL files (SQLite gives its -wal and -shm the same mode).
@@ -290,6 +293,8 @@ class SqliteStore(BufferedStore):
     def release(self, session_id: str) -> None:
         """Drop this store's lease on ``session_id`` (a failure is logged: a lease left behind
         is taken over once this process has ended)."""
+        import sqlite3
+
         try:
             self._connection().execute(
                 "DELETE FROM writers WHERE session_id = ? AND owner = ?", (session_id, self._owner)
@@ -333,6 +338,8 @@ class SqliteStore(BufferedStore):
     ) -> T:
         """Run ``work`` in one transaction that first takes or renews this store's lease on
         ``session``; a failure rolls it all back."""
+        import sqlite3
+
         db = self._connection()
         self._set_synchronous(db, "FULL" if sync else "OFF" if self.fsync == "never" else "NORMAL")
         try:
@@ -413,6 +420,8 @@ class SqliteStore(BufferedStore):
 
     # -- reading ---------------------------------------------------------------------------
     def load(self, session_id: str) -> list[SessionEvent] | None:
+        import sqlite3
+
         db = self._connection()
         try:
             return self._load(db, session_id)

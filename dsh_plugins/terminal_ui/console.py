@@ -20,9 +20,7 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any, TextIO, TypeVar
 
-import structlog
-
-from dsh.plugin import DshError, Harness
+from dsh.plugin import DshError, Harness, get_logger
 from dsh_plugins.terminal_ui import CHAT_HELP, startup
 from dsh_plugins.terminal_ui.chat import ChatSession
 from dsh_plugins.terminal_ui.headless import USAGE_ERROR
@@ -52,7 +50,7 @@ MORE = "… "
 INTERRUPTED = 130
 
 T = TypeVar("T")
-log = structlog.get_logger("dsh_plugins.terminal_ui")
+log = get_logger("dsh_plugins.terminal_ui")
 
 
 def history_path() -> Path:

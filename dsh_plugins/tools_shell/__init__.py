@@ -19,9 +19,7 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
-from dsh.plugin import HeadTail, Tool, ToolError, ToolExecution, hookimpl, tool
+from dsh.plugin import HeadTail, Tool, ToolError, ToolExecution, get_logger, hookimpl, tool
 from dsh_plugins.tools_shell.config import BASE_ENV, SECRET_PATTERNS, SECTION, ShellConfig
 from dsh_plugins.tools_shell.environment import allowed, protect_process
 from dsh_plugins.tools_shell.process import Completed, run_command
@@ -31,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ShellConfig", "ShellToolPlugin", "make_shell_tool"]
 
-log = structlog.get_logger("dsh.tools_shell")
+log = get_logger("dsh.tools_shell")
 
 
 def make_shell_tool(config: ShellConfig) -> Tool:

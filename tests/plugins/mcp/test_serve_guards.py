@@ -32,7 +32,7 @@ from mcp.types import CallToolResult, TextContent
 from structlog.testing import capture_logs
 
 from dsh import AgentOptions, Harness, hookimpl
-from dsh.app._logs import configure_logging
+from dsh._log import configure_logging
 from dsh.cli import main
 from dsh.testing import ScriptedAdapter, text_response
 from dsh_plugins.mcp import McpPlugin, commands, serve

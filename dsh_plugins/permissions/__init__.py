@@ -126,11 +126,11 @@ class PermissionsPlugin:
         configured = harness.config.section(SECTION, PermissionsConfig)
         mode, source = effective_mode(configured, execution.agent, harness.family, self._modes.mode)
         decision = decide(
-            evolve(configured, mode=mode),
+            configured if mode == configured.mode else evolve(configured, mode=mode),
             tool.name,
             tool.effect,
             _arguments(execution),
-            execution.workspace,
+            lambda: execution.workspace,
             inherited_from=source,
         )
         if decision.action == "ask":

@@ -34,7 +34,7 @@ rule matches if any simple command inside, looked through wrappers and paths, ma
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
@@ -146,13 +146,15 @@ def decide(
     tool: str,
     effect: Effect,
     args: Any,
-    workspace: Path,
+    workspace: Path | Callable[[], Path],
     *,
     inherited_from: str | None = None,
 ) -> Decision:
     """The decision for calling ``tool`` (which declares ``effect``) with ``args``.
-    ``inherited_from`` names the agent above a sub-agent whose mode ``config.mode`` is (see
-    ``effective_mode``): the reason says so."""
+    ``workspace`` is the directory writes are judged against, or a function giving it, called
+    only for a decision that needs it (resolving a directory's symbolic links costs a system
+    call per component). ``inherited_from`` names the agent above a sub-agent whose mode
+    ``config.mode`` is (see ``effective_mode``): the reason says so."""
     if config.mode == "plan" and effect != "read":
         who = "the agent is" if inherited_from is None else f"agent {inherited_from!r} above it is"
         return Decision("deny", "plan", f"{tool} {_does(tool, effect)} and {who} planning")
@@ -178,7 +180,7 @@ def _by_mode(
     tool: str,
     effect: Effect,
     args: Any,
-    workspace: Path,
+    workspace: Path | Callable[[], Path],
     inherited_from: str | None,
 ) -> Decision:
     action = _MODES[config.mode][effect]
@@ -186,7 +188,7 @@ def _by_mode(
     if inherited_from is not None:
         reason += f" (the mode of agent {inherited_from!r}, which its sub-agents cannot exceed)"
     if action == "allow" and effect == "write" and config.mode == "workspace-write":
-        outside = _outside_workspace(args, workspace)
+        outside = _outside_workspace(args, workspace() if callable(workspace) else workspace)
         if outside is not None:
             return Decision("ask", "mode", f"{tool} would write outside the workspace: {outside}")
     return Decision(action, "mode", reason)

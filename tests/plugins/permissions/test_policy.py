@@ -75,6 +75,33 @@ def test_workspace_write_asks_before_writing_outside_the_workspace() -> None:
     assert action(PermissionsConfig(mode="full"), "w", "write", {"path": "/etc/x"}) == "allow"
 
 
+@pytest.mark.parametrize(
+    ("mode", "tool", "effect", "args", "resolved"),
+    [
+        ("workspace-write", "w", "write", {"path": "/etc/passwd"}, 1),
+        ("workspace-write", "w", "write", {"path": "inside"}, 1),
+        ("workspace-write", "r", "read", {"path": "/etc/passwd"}, 0),
+        ("workspace-write", "x", "execute", {"command": "ls"}, 0),
+        ("full", "w", "write", {"path": "/etc/passwd"}, 0),
+        ("read-only", "w", "write", {"path": "/etc/passwd"}, 0),
+        ("plan", "w", "write", {"path": "/etc/passwd"}, 0),
+    ],
+)
+def test_the_workspace_is_resolved_only_for_a_decision_that_needs_it(
+    mode: str, tool: str, effect: Effect, args: dict[str, Any], resolved: int
+) -> None:
+    calls: list[Path] = []
+
+    def workspace() -> Path:
+        calls.append(WS)
+        return WS
+
+    config = PermissionsConfig(mode=mode)  # type: ignore[arg-type]
+    lazy = decide(config, tool, effect, args, workspace)
+    assert lazy == decide(config, tool, effect, args, WS)  # the same decision either way
+    assert len(calls) == resolved
+
+
 def test_the_first_matching_rule_decides() -> None:
     config = PermissionsConfig(
         mode="read-only",

@@ -8,7 +8,10 @@ does unless someone already did (:func:`ensure_configured`), at the first line i
 
 While structlog is not imported no one can have configured it, so dsh's own configuration would
 apply, and it drops ``debug`` and ``info``: such a line is dropped without importing structlog.
-Once structlog is imported (by a host, the CLI, or an earlier warning) every line goes to it.
+Once structlog is imported (by a host, or an earlier line) every line goes to it. The command
+line asks for its configuration (``--log-format``, ``--log-level``) with ``deferred``: applied
+at the first line logged at that level or above, so a command that logs nothing does not import
+structlog either.
 
 The loop binds agent, session and turn with :func:`bind_context`: kept in a context variable of
 dsh's and bound on every line dsh logs, and, when structlog is imported (a host that configured
@@ -23,20 +26,42 @@ import sys
 from contextvars import ContextVar
 from typing import Any, Literal, TextIO
 
-__all__ = ["Logger", "bind_context", "configure_logging", "ensure_configured", "get_logger"]
+__all__ = [
+    "Logger",
+    "bind_context",
+    "configure_logging",
+    "ensure_configured",
+    "get_logger",
+    "level_number",
+]
 
-#: The levels dsh's own configuration drops (it shows warnings and up).
-QUIET = frozenset({"debug", "info"})
+#: The level of each of a logger's methods (``exception`` logs an error).
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "exception": 40}
+#: The level dsh's own configuration shows from (warnings and up).
+DEFAULT_LEVEL = "warning"
 #: What :func:`bind_context` bound in this context (a new mapping each time, never changed).
 _CONTEXT: ContextVar[dict[str, Any]] = ContextVar("dsh_log_context", default={})  # noqa: B039
+#: A configuration asked for with ``deferred`` and not applied yet: format, level, stream.
+_deferred: tuple[Literal["console", "json"], str, TextIO | None] | None = None
 
 
 def configure_logging(
     fmt: Literal["console", "json"] = "console",
-    level: str = "warning",
+    level: str = DEFAULT_LEVEL,
     stream: TextIO | None = None,
+    *,
+    deferred: bool = False,
 ) -> None:
-    """Route structlog to ``stream`` (stderr by default) as plain console lines or JSON."""
+    """Route structlog to ``stream`` (stderr by default) as plain console lines or JSON,
+    showing ``level`` and up. With ``deferred`` (what the command line does) and structlog not
+    imported yet, it is done when dsh first logs a line it shows, unless structlog was
+    configured by then (by whoever imported it since, whose configuration is the later one)."""
+    global _deferred
+    level_number(level)  # a bad level is an error now, not at the first line
+    if deferred and not structlog_loaded():
+        _deferred = (fmt, level, sys.stderr if stream is None else stream)  # stderr as it is now
+        return
+    _deferred = None
     import structlog
 
     renderer: structlog.typing.Processor = (
@@ -52,25 +77,31 @@ def configure_logging(
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping()[level.upper()]
-        ),
+        wrapper_class=structlog.make_filtering_bound_logger(level_number(level)),
         logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
 
 
+def level_number(level: str) -> int:
+    """The number of the level named ``level`` (``"warning"``, ``"DEBUG"``...)."""
+    return logging.getLevelNamesMapping()[level.upper()]
+
+
 def ensure_configured() -> None:
-    """Configure structlog (warnings and up, to stderr) unless someone already did.
+    """Configure structlog unless someone already did: as a deferred :func:`configure_logging`
+    asked, else warnings and up to stderr.
 
     Called when dsh logs its first line, not at import or start: a host that configures
     structlog first keeps its configuration; one that does not gets quiet, stderr-only logs
     instead of structlog's default of printing every level to stdout.
     """
+    global _deferred
     import structlog
 
+    wanted, _deferred = _deferred, None
     if not structlog.is_configured():
-        configure_logging()
+        configure_logging(*(wanted or ()))
 
 
 def structlog_loaded() -> bool:
@@ -114,7 +145,7 @@ class Logger:
         self._log("exception", event, fields)
 
     def _log(self, level: str, event: str, fields: dict[str, Any]) -> None:
-        if level in QUIET and not structlog_loaded():
+        if not structlog_loaded() and LEVELS[level] < _shown_from():
             return  # dsh's configuration, the only one there can be, drops it
         ensure_configured()
         import structlog
@@ -124,6 +155,11 @@ class Logger:
         if context:
             logger = logger.bind(**context)
         getattr(logger, level)(event, **fields)
+
+
+def _shown_from() -> int:
+    """The level dsh's configuration shows lines from: a deferred one's, else the default."""
+    return level_number(DEFAULT_LEVEL if _deferred is None else _deferred[1])
 
 
 def get_logger(name: str) -> Logger:

@@ -821,7 +821,7 @@ def _parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dsh", description="dsh: an extensible agent harness")
     parser.add_argument("--config", help="TOML config file (default: ./dsh.toml if present)")
     parser.add_argument("--log-format", choices=["console", "json"], default="console")
-    parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_, _, configure in _core_commands():
         configure_fn = configure or (lambda p: None)
@@ -834,6 +834,8 @@ def _parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
     return parser
 
 
+#: What ``--log-level`` takes: the standard levels.
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 #: The options of ``dsh`` itself, accepted after any command too.
 _GLOBAL_OPTIONS = ("config", "log_format", "log_level")
 
@@ -863,7 +865,7 @@ def _global_options(argv: Sequence[str]) -> argparse.Namespace:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
     pre.add_argument("--log-format", choices=["console", "json"], default="console")
-    pre.add_argument("--log-level", default="warning")
+    pre.add_argument("--log-level", choices=LOG_LEVELS, default="warning")
     known, _ = pre.parse_known_args(argv)
     known.config = find_config(known.config)
     return known
@@ -898,7 +900,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except DshError as exc:
         print(f"dsh: {exc}", file=sys.stderr)
         return 2
-    configure_logging(options.log_format, options.log_level)
+    configure_logging(options.log_format, options.log_level, deferred=True)
     try:
         harness = Harness(config=options.config)
         harness.load()

@@ -124,3 +124,58 @@ def test_a_host_configuration_is_kept() -> None:
     get_logger("dsh.test").warning("kept", n=1)
     (line,) = out.getvalue().splitlines()
     assert "'host': True" in line and "'n': 1" in line
+
+
+@pytest.mark.usefixtures("cli_workdir")
+def test_a_command_that_logs_nothing_never_imports_structlog() -> None:
+    script = (
+        "import sys\nfrom dsh.cli import main\nmain(['plugins'])\nprint('structlog' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.splitlines()[-1] == "False"
+
+
+def test_a_bad_log_level_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from dsh.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--log-level", "loud", "plugins"])
+    assert stopped.value.code == 2
+    assert "invalid choice: 'loud'" in capsys.readouterr().err
+    with pytest.raises(KeyError):
+        _log.configure_logging(level="loud")
+
+
+def test_a_deferred_configuration_applies_at_the_first_line_it_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded = [False]
+    monkeypatch.setattr(_log, "structlog_loaded", lambda: loaded[0])
+    out = io.StringIO()
+    _log.configure_logging("json", "info", out, deferred=True)
+    assert not structlog.is_configured()  # nothing done yet
+    log = get_logger("dsh.test")
+    log.debug("below the level asked for")
+    assert not structlog.is_configured()
+    log.info("shown", n=1)
+    assert structlog.is_configured()
+    (line,) = out.getvalue().splitlines()
+    assert '"event": "shown"' in line and '"level": "info"' in line and '"n": 1' in line
+    # with structlog imported, a deferred configuration is applied at once
+    loaded[0] = True
+    _log.configure_logging("json", "error", out, deferred=True)
+    log.warning("filtered out now")
+    assert len(out.getvalue().splitlines()) == 1
+
+
+def test_a_configuration_made_after_a_deferred_one_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_log, "structlog_loaded", lambda: False)
+    deferred, host = io.StringIO(), io.StringIO()
+    _log.configure_logging("json", "debug", deferred, deferred=True)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(host))  # the host's, later
+    get_logger("dsh.test").warning("to the host's")
+    assert deferred.getvalue() == "" and "to the host's" in host.getvalue()
+    get_logger("dsh.test").warning("again")  # the deferred one is gone, not applied later
+    assert deferred.getvalue() == ""

@@ -49,7 +49,7 @@ def quiet_logs(args: argparse.Namespace) -> None:
     """Both commands show failed turns themselves, so the loop's warning about them would say
     it twice: log only errors, unless ``--log-level`` was changed from its default."""
     if getattr(args, "log_level", None) == "warning":
-        configure_logging(args.log_format, "error")
+        configure_logging(args.log_format, "error", deferred=True)
 
 
 def section(harness: Harness) -> TerminalUiConfig:

@@ -6,7 +6,7 @@ writes rows ~3x faster than the standard encoder, but not always the same text, 
 for the whole batch is checked at once for anything orjson may write otherwise (non-ASCII, a
 ``null`` that may be a NaN, a float with an exponent or many leading zeros), and a batch the
 check does not clear, or with a value orjson refuses, is written by the reference.
-``tests/plugins/persistence_jsonl/test_fastjson.py`` holds the two equal with Hypothesis.
+``tests/plugins/persistence_jsonl/test_jsonl.py`` holds the two equal with Hypothesis.
 """
 
 from __future__ import annotations

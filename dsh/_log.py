@@ -21,6 +21,7 @@ works carry them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from contextvars import ContextVar
@@ -35,8 +36,6 @@ __all__ = [
     "level_number",
 ]
 
-#: The level of each of a logger's methods (``exception`` logs an error).
-LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "exception": 40}
 #: The level dsh's own configuration shows from (warnings and up).
 DEFAULT_LEVEL = "warning"
 #: What :func:`bind_context` bound in this context (a new mapping each time, never changed).
@@ -83,6 +82,7 @@ def configure_logging(
     )
 
 
+@functools.cache  # a few names; dsh's per-request debug line asks for two of them
 def level_number(level: str) -> int:
     """The number of the level named ``level`` (``"warning"``, ``"DEBUG"``...)."""
     return logging.getLevelNamesMapping()[level.upper()]
@@ -145,7 +145,8 @@ class Logger:
         self._log("exception", event, fields)
 
     def _log(self, level: str, event: str, fields: dict[str, Any]) -> None:
-        if not structlog_loaded() and LEVELS[level] < _shown_from():
+        number = level_number("error" if level == "exception" else level)
+        if number < _shown_from() and not structlog_loaded():
             return  # dsh's configuration, the only one there can be, drops it
         ensure_configured()
         import structlog

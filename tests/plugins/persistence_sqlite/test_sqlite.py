@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,34 @@ async def store_one(store: SqliteStore, session_id: str = "s", **kwargs: Any) ->
     async with Harness(load_entrypoints=False, plugins=[store], **kwargs) as h:
         session = h.sessions.create(session_id)
         session.append(user("hello"))
+
+
+#: A fresh process starts and closes a harness with every installed plugin, the SQLite store
+#: off as by default; then it lists the stored sessions with the store on.
+UNUSED = """
+import asyncio, sys
+from dsh import Harness
+
+async def main(config):
+    async with Harness(config=config) as h:
+        await h.sessions.stored()
+    print("sqlite3" in sys.modules)
+
+asyncio.run(main(None))
+asyncio.run(main({"persistence_sqlite": {"enabled": True, "path": sys.argv[1]}}))
+"""
+
+
+@pytest.mark.usefixtures("cli_workdir")  # its own directory; every plugin enabled
+def test_a_harness_that_does_not_use_the_store_never_imports_sqlite3(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", UNUSED, str(tmp_path / "s.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.split() == ["False", "True"]
 
 
 async def test_off_by_default_and_placed_by_config(

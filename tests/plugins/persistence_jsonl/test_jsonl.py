@@ -190,9 +190,19 @@ json_ready = st.recursive(
 @given(st.lists(json_ready, max_size=6))
 def test_the_fast_lines_are_the_reference_lines(rows: list[Any]) -> None:
     """The JSONL store's speed trick (orjson, checked) writes what its plain definition does:
-    each row's ``dumps`` text and a newline."""
+    each row's JSON text in UTF-8 (``dumps``' ASCII text where a lone surrogate is in it), and
+    a newline; each line decodes to what ``dumps`` writes decodes to."""
     assert lines(rows) == reference_lines(rows)
-    assert reference_lines(rows) == "".join(f"{dumps(row)}\n" for row in rows).encode()
+    written = reference_lines(rows).split(b"\n")
+    assert written.pop() == b""
+    assert len(written) == len(rows)
+    for line, row in zip(written, rows, strict=True):
+        utf8 = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+        try:
+            assert line == utf8.encode()
+        except UnicodeEncodeError:  # a lone surrogate
+            assert line == dumps(row).encode()
+        assert _same(json.loads(line), json.loads(dumps(row)))
 
 
 @given(st.lists(st.floats() | numbers, max_size=8))
@@ -283,7 +293,7 @@ def test_a_value_dumps_refuses_is_refused_alike(value: Any) -> None:
 
 
 @given(st.lists(st.tuples(epoch_times, st.text(max_size=4)), min_size=2, max_size=30))
-def test_a_packed_line_is_the_text_dumps_writes_for_its_row(
+def test_a_packed_line_is_the_reference_text_of_its_row(
     deltas: list[tuple[float, str]],
 ) -> None:
     events = [
@@ -300,7 +310,7 @@ def test_a_packed_line_is_the_text_dumps_writes_for_its_row(
         "texts": [text for _, text in deltas],
         "id": "c",
     }
-    assert encode_events(events, CODEC) == dumps(row) + "\n"
+    assert encode_events(events, CODEC) == reference_lines([row]).decode()
 
 
 # -- damage ----------------------------------------------------------------------------------
@@ -613,3 +623,20 @@ async def test_a_second_start_of_the_same_store_is_not_needed(tmp_path: Path) ->
     events = await asyncio.gather(store_session(one, "a"), store_session(two, "b"))
     assert read_session(tmp_path / "a.jsonl", CODEC) == events[0]
     assert read_session(tmp_path / "b.jsonl", CODEC) == events[1]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal JSON values, NaN equal to itself."""
+    if isinstance(a, float) and isinstance(b, float) and a != a:
+        return b != b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b and type(a) is type(b))
+
+
+def test_text_is_written_as_utf_8_and_a_lone_surrogate_as_an_escape() -> None:
+    assert lines([{"t": "héj 日本"}, {"t": None}]) == '{"t":"héj 日本"}\n{"t":null}\n'.encode()
+    assert lines([{"t": "a\ud800"}]) == b'{"t":"a\\ud800"}\n'
+    assert json.loads(lines([{"t": "a\ud800"}])) == {"t": "a\ud800"}

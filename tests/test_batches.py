@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsh import AgentOptions, Harness, hookimpl
-from dsh.llm._batches import ChunkBatches
+from dsh.hooks._markers import for_events
+from dsh.llm._batches import ChunkBatch, ChunkBatches, ChunkView, Deltas, expand
 from dsh.loop._dispatch import with_unique_call_ids
 from dsh.testing.strategies import chunk_streams
 from dsh.values._chunks import (
@@ -52,9 +53,7 @@ class Observer:
 
 
 #: What the model says after the first call (a stream that ended in tool calls goes on).
-LAST: list[list[StreamChunk]] = [
-    [BlockStart(0, "text"), TextDelta(0, "done"), Finish(FinishStop())]
-]
+LAST: list[ChunkBatch] = [[BlockStart(0, "text"), TextDelta(0, "done"), Finish(FinishStop())]]
 
 
 class Adapter:
@@ -62,7 +61,7 @@ class Adapter:
     later call streams ``LAST`` so."""
 
     def __init__(
-        self, batches: list[list[StreamChunk]], batched: bool, failure: LlmFailure | None
+        self, batches: list[ChunkBatch], batched: bool, failure: LlmFailure | None
     ) -> None:
         self.batches, self.batched, self.failure = batches, batched, failure
         self.calls = 0
@@ -74,25 +73,43 @@ class Adapter:
         return ChunkBatches(batches) if self.batched else self._chunks(batches)
 
     async def _batches(
-        self, batches: list[list[StreamChunk]], failure: LlmFailure | None
-    ) -> AsyncGenerator[list[StreamChunk], None]:
+        self, batches: list[ChunkBatch], failure: LlmFailure | None
+    ) -> AsyncGenerator[ChunkBatch, None]:
         for batch in batches:
             yield batch
         if failure is not None:
             raise LlmError(failure)
 
     async def _chunks(
-        self, batches: AsyncGenerator[list[StreamChunk], None]
+        self, batches: AsyncGenerator[ChunkBatch, None]
     ) -> AsyncGenerator[StreamChunk, None]:
         async for batch in batches:
-            for chunk in batch:
+            for chunk in expand(batch):
                 yield chunk
 
 
-def _split(chunks: Sequence[StreamChunk], cuts: list[int]) -> list[list[StreamChunk]]:
+def _split(chunks: Sequence[StreamChunk], cuts: list[int], runs: bool = False) -> list[ChunkBatch]:
+    """``chunks`` cut into batches at ``cuts``; with ``runs``, each run of text (or reasoning)
+    deltas of one block in a batch kept as one :class:`Deltas`, as a batching adapter keeps
+    them."""
     points = sorted(cut % (len(chunks) + 1) for cut in cuts)  # repeated cuts: empty batches
     ends = [0, *points, len(chunks)]
-    return [list(chunks[a:b]) for a, b in itertools.pairwise(ends)]
+    batches = [list(chunks[a:b]) for a, b in itertools.pairwise(ends)]
+    return [_runs(batch) for batch in batches] if runs else [[*batch] for batch in batches]
+
+
+def _runs(batch: list[StreamChunk]) -> ChunkBatch:
+    out: ChunkBatch = []
+    for chunk in batch:
+        if isinstance(chunk, TextDelta | ReasoningDelta):
+            last = out[-1] if out else None
+            if isinstance(last, Deltas) and (last.kind, last.index) == (type(chunk), chunk.index):
+                last.texts.append(chunk.text)
+                continue
+            out.append(Deltas(type(chunk), chunk.index, [chunk.text]))
+        else:
+            out.append(chunk)
+    return out
 
 
 def _without_time(events: Sequence[SessionEvent]) -> list[tuple[str, int, Any]]:
@@ -100,7 +117,7 @@ def _without_time(events: Sequence[SessionEvent]) -> list[tuple[str, int, Any]]:
 
 
 async def _turn(
-    batches: list[list[StreamChunk]], batched: bool, failure: LlmFailure | None
+    batches: list[ChunkBatch], batched: bool, failure: LlmFailure | None
 ) -> tuple[list[tuple[str, int, Any]], Observer]:
     observer = Observer()
     async with Harness(plugins=[observer], load_entrypoints=False) as harness:
@@ -112,7 +129,7 @@ async def _turn(
 
 
 def _agree(
-    batches: list[list[StreamChunk]], failure: LlmFailure | None = None
+    batches: list[ChunkBatch], failure: LlmFailure | None = None
 ) -> tuple[list[tuple[str, int, Any]], Observer]:
     async def both() -> tuple[Any, Any]:
         return await _turn(batches, True, failure), await _turn(batches, False, failure)
@@ -130,11 +147,12 @@ def _agree(
     chunk_streams(),
     st.lists(st.integers(min_value=0), max_size=6),
     st.none() | st.builds(LlmFailure, st.just("cut off"), st.just("STREAM_CLOSED")),
+    st.booleans(),
 )
 def test_any_batching_logs_and_shows_what_the_chunks_one_by_one_do(
-    case: Any, cuts: list[int], failure: LlmFailure | None
+    case: Any, cuts: list[int], failure: LlmFailure | None, runs: bool
 ) -> None:
-    events, _ = _agree(_split(case.chunks, cuts), failure)
+    events, _ = _agree(_split(case.chunks, cuts, runs), failure)
     if failure is None and not isinstance(case.expected.finish, FinishStop):
         return  # the turn's end depends on the finish; what the step logged agreed above
     messages = [data for _, _, data in events if isinstance(data, AssistantMessage)]
@@ -145,7 +163,7 @@ def test_any_batching_logs_and_shows_what_the_chunks_one_by_one_do(
 
 def test_a_batch_observer_sees_each_reads_chunks_together() -> None:
     reply: list[StreamChunk] = [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b")]
-    _, seen = _agree([reply, [], [TextDelta(0, "c"), Finish(FinishStop())]])
+    _, seen = _agree([[*reply], [], [TextDelta(0, "c"), Finish(FinishStop())]])
     assert seen.batches == [reply, [TextDelta(0, "c"), Finish(FinishStop())]]
 
 
@@ -160,13 +178,73 @@ def test_a_chunk_the_assembler_refuses_ends_the_batch_where_one_by_one_it_would(
     assert ReasoningDelta(0, "x") in seen.chunks
 
 
+def test_a_run_of_deltas_the_assembler_refuses_is_refused_at_its_first() -> None:
+    # The run's first delta is logged and shown, as one by one; the rest of it is not.
+    run = Deltas(ReasoningDelta, 0, ["x", "z"])
+    events, seen = _agree([[BlockStart(0, "text"), run, TextDelta(0, "y")]], None)
+    chunks = [data.chunk for _, _, data in events if isinstance(data, AssistantChunk)]
+    assert ReasoningDelta(0, "x") in chunks
+    assert ReasoningDelta(0, "z") not in chunks
+    assert [c for batch in seen.batches for c in batch] == seen.chunks
+    # then the failure, as the finish it is logged as
+    assert seen.chunks[:2] == [BlockStart(0, "text"), ReasoningDelta(0, "x")]
+    assert [type(chunk) for chunk in seen.chunks[2:]] == [Finish]
+
+
+def test_runs_of_deltas_come_one_by_one_to_every_kind_of_observer() -> None:
+    # A dsh_session_event observer of chunk events makes the session log each chunk as an
+    # event; the chunk and batch observers see the deltas a run stands for.
+    class Events:
+        def __init__(self) -> None:
+            self.chunks: list[StreamChunk] = []
+
+        @hookimpl
+        @for_events(AssistantChunk)
+        def dsh_session_event(self, event: SessionEvent) -> None:
+            assert isinstance(event.data, AssistantChunk)
+            self.chunks.append(event.data.chunk)
+
+    reply: ChunkBatch = [
+        BlockStart(0, "reasoning"),
+        Deltas(ReasoningDelta, 0, ["r1", "r2"]),
+        BlockStart(1, "text"),
+        Deltas(TextDelta, 1, ["a", "b", "c"]),
+        Finish(FinishStop()),
+    ]
+    expected = [
+        BlockStart(0, "reasoning"),
+        ReasoningDelta(0, "r1"),
+        ReasoningDelta(0, "r2"),
+        BlockStart(1, "text"),
+        TextDelta(1, "a"),
+        TextDelta(1, "b"),
+        TextDelta(1, "c"),
+        Finish(FinishStop()),
+    ]
+    observer, events = Observer(), Events()
+
+    async def turn() -> Any:
+        async with Harness(plugins=[observer, events], load_entrypoints=False) as harness:
+            harness.llm.register_adapter(["m"], Adapter([reply], True, None))
+            agent = harness.agent_loop.create("a", AgentOptions(model="m"))
+            agent.send("go")
+            await agent.wait_idle()
+            return agent.session.events
+
+    logged = asyncio.run(turn())
+    assert observer.chunks == expected
+    assert observer.batches == [expected]
+    assert events.chunks == expected
+    assert [e.data.chunk for e in logged if isinstance(e.data, AssistantChunk)] == expected
+
+
 async def test_chunk_batches_read_one_by_one_flatten_and_close_their_generator() -> None:
     closed: list[bool] = []
 
-    async def batches() -> AsyncGenerator[list[StreamChunk], None]:
+    async def batches() -> AsyncGenerator[ChunkBatch, None]:
         try:
-            yield [TextDelta(0, "a"), TextDelta(0, "b")]
-            yield []
+            yield [Deltas(TextDelta, 0, ["a"]), TextDelta(0, "b")]
+            yield [Deltas(TextDelta, 0, [])]  # a run of no delta: no chunk
             yield [TextDelta(0, "c")]
             yield [TextDelta(0, "never read")]
         finally:
@@ -180,3 +258,13 @@ async def test_chunk_batches_read_one_by_one_flatten_and_close_their_generator()
     assert closed == [True]
     with pytest.raises(StopAsyncIteration):
         await stream.__anext__()
+
+
+def test_a_chunk_view_reads_the_chunks_a_batch_stands_for_once_read() -> None:
+    batch: ChunkBatch = [BlockStart(0, "text"), Deltas(TextDelta, 0, ["a", "b"])]
+    view = ChunkView(batch)
+    assert len(view) == 3
+    assert view[1] == TextDelta(0, "a")
+    assert view[1:] == [TextDelta(0, "a"), TextDelta(0, "b")]
+    assert list(view) == [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b")]
+    assert repr(Deltas(TextDelta, 0, ["a"])) == "Deltas(TextDelta, 0, ['a'])"

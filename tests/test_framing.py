@@ -36,6 +36,8 @@ def _events(draw: st.DrawFn) -> bytes:
                 "plain",
                 "plain",
                 "json",
+                "json-run",
+                "json-run",
                 "nospace",
                 "two-data",
                 "named",
@@ -56,6 +58,8 @@ def _events(draw: st.DrawFn) -> bytes:
     raw = {
         "plain": f"data: {text}\n\n",
         "json": f'data: {{"t": "{text!r}"}}\n\n',
+        # event after event of JSON objects: the read the fast path splits at once
+        "json-run": "".join(f'data: {{"t": {i}, "u": "{text!r}"}}\n\n' for i in range(5)),
         "nospace": f"data:{text}\n\n",
         "two-data": f"data: {text}\ndata: {text}\n\n",
         "named": f"event: {text}\ndata: {text}\n\n",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 from attrs import frozen
 
+from dsh.llm._batches import Deltas
 from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
@@ -83,6 +84,15 @@ class BlockAssembler:
     def push(self, chunk: StreamChunk) -> None:
         if self.finish is None:
             self._handlers[type(chunk)](chunk)
+
+    def push_deltas(self, run: Deltas) -> None:
+        """What pushing each delta ``run`` stands for does, at once: they are of one block and
+        one kind, so the assembler takes all of them or refuses the first."""
+        if self.finish is None and run.texts:
+            kind: BlockType = "text" if run.kind is TextDelta else "reasoning"
+            partial = self._partial(run.index, kind)
+            if partial is not None:
+                partial.parts += run.texts
 
     def _partial(self, index: int, block_type: BlockType) -> _Partial | None:
         """The open block at ``index`` (opened now if new), or ``None`` once it has ended."""

@@ -17,11 +17,15 @@ any bytes, split anyhow).
 
 from __future__ import annotations
 
+from typing import cast
+
 from dsh.llm._sse import _ASCII_SPACE, _BOM, DONE, SseParser, event_too_big
 
 __all__ = ["PayloadFraming", "payload_text"]
 
 _DONE = DONE.encode()
+_DATA = b"data: "
+_NEXT_DATA = b"\n\n" + _DATA
 _SPACE = _ASCII_SPACE.encode()
 
 
@@ -70,21 +74,39 @@ class PayloadFraming:
             return [event.data for event in reference.feed(buffer)]
         if reference._at_start and b"\n" in buffer:
             reference._at_start = False  # a line has ended: a mark from now on is text
+        bound = self.max_event_bytes
+        # Asked of each event only where the read could hold one past the bound, or the end.
+        limit = bound if bound is not None and len(buffer) >= bound else None
+        out: list[bytes | str] = []
+        if limit is None and buffer[:6] == _DATA:
+            # The common read: event after event of one ``data:`` line, each a JSON object.
+            # Split where one ends and the next begins: the pieces before the last such place
+            # are the payloads of plain events if no newline is left among them, and none is
+            # the end (``[DONE]``, spaces around it or not: a piece that sorts below ``{``).
+            # What follows that place (an event, maybe more, maybe a part of one) is read below.
+            pieces = buffer.split(_NEXT_DATA)
+            last = pieces.pop()
+            if pieces:
+                pieces[0] = pieces[0][6:]
+                if min(pieces)[:1] == b"{" and buffer.count(
+                    b"\n", 0, len(buffer) - len(last)
+                ) == 2 * len(pieces):
+                    out = cast("list[bytes | str]", pieces)
+                    buffer = _DATA + last
+        ends = _DONE in buffer
         pieces = buffer.split(b"\n\n")
         rest = pieces.pop()
-        out: list[bytes | str] = []
-        bound = self.max_event_bytes
         for piece in pieces:
             if piece[:1] == b"\n":
                 piece = piece[1:]  # a run of blank lines leaves one at most
             if not piece:
                 continue  # a blank line between events
-            if bound is not None and len(piece) + 1 > bound:
-                raise event_too_big(bound)
+            if limit is not None and len(piece) + 1 > limit:
+                raise event_too_big(limit)
             if b"\n" not in piece:
-                if piece[:6] == b"data: ":
+                if piece[:6] == _DATA:
                     payload = piece[6:]
-                    if payload.strip(_SPACE) == _DONE:
+                    if ends and payload.strip(_SPACE) == _DONE:
                         self._done = True
                         self._rest = b""
                         return out

@@ -31,9 +31,9 @@ from typing import Any, Protocol, Self
 import aiohttp
 import orjson
 
+from dsh.llm._batches import ChunkBatch
 from dsh.llm._framing import PayloadFraming, payload_text
 from dsh.llm._sse import DONE, SseEvent, SseParser
-from dsh.values._chunks import StreamChunk
 from dsh.values._errors import LlmError
 
 __all__ = [
@@ -262,18 +262,17 @@ class PayloadReader(_Reader):
 
     async def batches(
         self,
-        translate: Callable[[bytes | str], list[StreamChunk]],
+        translate: Callable[[list[bytes | str], ChunkBatch], None],
         stop: Callable[[], bool] = lambda: False,
-    ) -> AsyncGenerator[list[StreamChunk], None]:
-        """The chunks ``translate`` makes of each read's payloads, a read's together, until the
-        stream's end (or ``stop()``): what an adapter returns as
-        :class:`~dsh.llm._batches.ChunkBatches`. A read that fails part way gives what it
-        translated before the failure, then raises it."""
+    ) -> AsyncGenerator[ChunkBatch, None]:
+        """What ``translate(payloads, batch)`` appends to a new batch for each read's
+        payloads, a read's together, until the stream's end (or ``stop()``): what an adapter
+        returns as :class:`~dsh.llm._batches.ChunkBatches`. A read that fails part way gives
+        what ``translate`` appended before the failure, then raises it."""
         while not self.parser.done and not stop():
-            batch: list[StreamChunk] = []
+            batch: ChunkBatch = []
             try:
-                for payload in await self.read():
-                    batch += translate(payload)
+                translate(await self.read(), batch)
             except Exception:
                 if batch:
                     yield batch  # what streamed before the failure is kept

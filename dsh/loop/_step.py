@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from dsh.llm._assembler import AssembledMessage, BlockAssembler
-from dsh.llm._batches import ChunkBatches
+from dsh.llm._batches import ChunkBatch, ChunkBatches, ChunkView, Deltas, expand
 from dsh.llm._prompt import PromptAssembly, render
 from dsh.loop._dispatch import ToolDispatch, with_unique_call_ids
 from dsh.loop._failures import StepFailed, adapter_error, failed_finish, failure_of
@@ -169,7 +169,7 @@ class Step:
         hooks = self.harness.hooks
         per_chunk, per_batch = hooks.stream_observers()
         observe, observe_batch = hooks.agent_stream_chunk, hooks.agent_stream_batch
-        push = assembler.push
+        push, push_deltas = assembler.push, assembler.push_deltas
 
         def record(chunk: StreamChunk) -> None:
             # The reference: what record_batch does for each batch, one chunk at a time.
@@ -179,24 +179,33 @@ class Step:
                 observe_batch(agent, turn, step, (chunk,))
             push(chunk)
 
-        def record_batch(batch: list[StreamChunk]) -> None:
-            if not batch:
-                return
+        def record_batch(batch: ChunkBatch) -> None:
             done = 0
             try:
-                for chunk in batch:
+                for item in batch:
+                    if item.__class__ is Deltas:
+                        push_deltas(item)
+                    else:
+                        push(item)  # type: ignore[arg-type]
                     done += 1
-                    push(chunk)
-            finally:
-                # Logged and observed up to the chunk the assembler refused, if it did: as far
-                # as record would have gone.
-                kept = batch if done == len(batch) else batch[:done]
-                log_batch(kept)
-                if per_chunk:
-                    for chunk in kept:
-                        observe(agent, turn, step, chunk)
-                if per_batch:
-                    observe_batch(agent, turn, step, kept)
+            except BaseException:
+                # Logged and observed as far as record would have gone: to the chunk the
+                # assembler refused (a run of deltas is refused at its first).
+                refused = batch[done]
+                if isinstance(refused, Deltas):
+                    refused = Deltas(refused.kind, refused.index, refused.texts[:1])
+                deliver([*batch[:done], refused])
+                raise
+            if batch:
+                deliver(batch)
+
+        def deliver(batch: ChunkBatch) -> None:
+            log_batch(batch)
+            if per_chunk:
+                for chunk in expand(batch):
+                    observe(agent, turn, step, chunk)
+            if per_batch:
+                observe_batch(agent, turn, step, ChunkView(batch))
 
         log_batch = session.chunk_batch_log(turn, step)
         try:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from dsh.cluster import HostLost, Pool
     from dsh.hooks._markers import Stop, for_events, hookimpl
     from dsh.llm._assembler import AssembledMessage, BlockAssembler, assemble
-    from dsh.llm._batches import ChunkBatches
+    from dsh.llm._batches import ChunkBatch, ChunkBatches, Deltas
     from dsh.llm._deepseek import model_info as deepseek_model_info
     from dsh.llm._deepseek import served_ids as deepseek_served_ids
     from dsh.llm._deepseek import wire_name as deepseek_wire_name
@@ -228,6 +228,7 @@ __all__ = [
     "BlockType",
     "BufferedStore",
     "CheckpointCaps",
+    "ChunkBatch",
     "ChunkBatches",
     "Command",
     "ConfigError",
@@ -236,6 +237,7 @@ __all__ = [
     "Continuation",
     "CoreEventData",
     "DeferredAdapter",
+    "Deltas",
     "DshError",
     "Effect",
     "ElidedResult",
@@ -416,6 +418,7 @@ _HOMES = {
     "BlockType": "dsh.values._chunks",
     "BufferedStore": "dsh.session._store",
     "CORE_EVENT_TYPES": "dsh.values._events",
+    "ChunkBatch": "dsh.llm._batches",
     "ChunkBatches": "dsh.llm._batches",
     "Command": "dsh.app._harness",
     "ConfigError": "dsh.values._errors",
@@ -424,6 +427,7 @@ _HOMES = {
     "Continuation": "dsh.values._agent",
     "CoreEventData": "dsh.values._events",
     "DeferredAdapter": "dsh.llm._service",
+    "Deltas": "dsh.llm._batches",
     "DshError": "dsh.values._errors",
     "Effect": "dsh.tools._registry",
     "ElidedResult": "dsh.values._events",

@@ -32,6 +32,7 @@ from typing import Any, TypeAlias, cast, overload
 import attrs
 from attrs import frozen
 
+from dsh.llm._batches import Deltas
 from dsh.values._chunks import (
     BlockEnd,
     BlockStart,
@@ -67,6 +68,7 @@ __all__ = [
     "pack",
     "pack_chunk",
     "pack_data",
+    "pack_deltas",
     "runs",
     "unpack",
 ]
@@ -175,6 +177,13 @@ def pack_chunk(time: float, turn: int, step: int, chunk: StreamChunk) -> Packed 
     code, values = found
     fields = values(chunk)
     return None if fields is None else (time, turn, step, code, *fields)
+
+
+def pack_deltas(time: float, turn: int, step: int, run: Deltas) -> list[Packed]:
+    """What :func:`pack_chunk` keeps of each delta of ``run``, in order."""
+    code = _FIELDS[run.kind][0]
+    index = run.index
+    return [(time, turn, step, code, index, text) for text in run.texts]
 
 
 def unpack(seq: int, kept: SessionEvent | Packed) -> SessionEvent:
@@ -289,16 +298,6 @@ class DeltaRun(Value):
     texts: list[str]
 
 
-def _run_key(packed: Packed) -> Packed | None:
-    """What the deltas of one run share, or ``None`` for a packed event that is in no run."""
-    code = packed[3]
-    if code < _TOOL_CALL:
-        return packed[1:5]  # turn, step, code, index
-    if code == _TOOL_CALL and packed[7] is None:
-        return packed[1:6]  # and the call id
-    return None
-
-
 def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | PackedEvent]:
     """``events`` in order, each run of two or more deltas of one block as a :class:`DeltaRun`.
     From a view of a log (a store's batch) the deltas are read where they are kept, packed, no
@@ -309,8 +308,22 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
         view, base, kept = True, events._start, events._kept[events._start : events._stop]
     else:
         view, base, kept = False, 0, [pack(event) for event in events]
-    # Each item's key once (the loop below is per event); only a packed delta is in a run.
-    keys = [_run_key(item) if type(item) is tuple else None for item in kept]
+    # Each item's key once (the loop below is per event), inline (a call per event costs as
+    # much): what the deltas of one run share (turn, step, code, index; and a tool call's id,
+    # for a delta of its arguments that names no tool), ``None`` for an item in no run.
+    tool_call = _TOOL_CALL
+    keys = [
+        (
+            item[1:5]
+            if item[3] < tool_call
+            else item[1:6]
+            if item[3] == tool_call and item[7] is None
+            else None
+        )
+        if type(item) is tuple
+        else None
+        for item in kept
+    ]
     position, end = 0, len(kept)
     while position < end:
         key = keys[position]

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from dsh._log import get_logger
-from dsh.session._log import EventLog, Packed, pack, pack_chunk, pack_data
+from dsh.llm._batches import Deltas, expand
+from dsh.session._log import EventLog, Packed, pack, pack_chunk, pack_data, pack_deltas
 from dsh.session._store import AsyncBufferedStore, Batch, BufferedStore, LeaseInfo
 from dsh.values._content import (
     AgentSource,
@@ -369,31 +370,39 @@ class Session:
                 return
         self._add(AssistantChunk.type, AssistantChunk(turn, step, chunk), now)
 
-    def chunk_batch_log(self, turn: int, step: int) -> Callable[[Sequence[StreamChunk]], None]:
+    def chunk_batch_log(
+        self, turn: int, step: int
+    ) -> Callable[[Sequence[StreamChunk | Deltas]], None]:
         """:meth:`log_chunk` bound to step ``step`` of turn ``turn``, for the chunks of one
         stream, a network read's at a time (one chunk, for an adapter that streams chunk by
-        chunk): they are logged in order with one clock reading (they arrived together).
-        Whether any ``dsh_session_event`` implementation takes chunk events is asked once, here,
-        and where none does, each chunk the log keeps packed is packed and appended with no
-        call between (a plugin registered while the stream runs sees the next one's)."""
+        chunk; a batch may hold runs of deltas, :class:`~dsh.llm._batches.Deltas`): they are
+        logged in order with one clock reading (they arrived together). Whether any
+        ``dsh_session_event`` implementation takes chunk events is asked once, here, and where
+        none does, each chunk the log keeps packed is packed and appended with no call between
+        (a run of deltas packed at once; a plugin registered while the stream runs sees the
+        next one's)."""
         hooks = self._hooks
         if hooks is not None and hooks.session_event_observed(AssistantChunk):
             add, now, name = self._add, time.time, AssistantChunk.type
 
-            def log_each(chunks: Sequence[StreamChunk]) -> None:
+            def log_each(chunks: Sequence[StreamChunk | Deltas]) -> None:
                 when = now()
-                for chunk in chunks:
+                for chunk in expand(chunks):
                     add(name, AssistantChunk(turn, step, chunk), when)
 
             return log_each
-        append, now, add, name = self._events.append, time.time, self._add, AssistantChunk.type
+        append, extend = self._events.append, self._events.extend
+        now, add, name = time.time, self._add, AssistantChunk.type
 
-        def log(chunks: Sequence[StreamChunk]) -> None:
+        def log(chunks: Sequence[StreamChunk | Deltas]) -> None:
             when = now()
             for chunk in chunks:
-                packed = pack_chunk(when, turn, step, chunk)
+                if chunk.__class__ is Deltas:
+                    extend(pack_deltas(when, turn, step, chunk))
+                    continue
+                packed = pack_chunk(when, turn, step, chunk)  # type: ignore[arg-type]
                 if packed is None:
-                    add(name, AssistantChunk(turn, step, chunk), when)
+                    add(name, AssistantChunk(turn, step, chunk), when)  # type: ignore[arg-type]
                 else:
                     append(packed)
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator
 import aiohttp
 
 from dsh.plugin import (
+    ChunkBatch,
     ChunkBatches,
     HistoryMemo,
     LlmError,
@@ -21,7 +22,6 @@ from dsh.plugin import (
     LlmRequest,
     Message,
     ModelInfo,
-    StreamChunk,
     api_key,
     get_logger,
 )
@@ -94,7 +94,7 @@ class DeepSeekAdapter:
         """The chunks of one streamed completion, a network read's together."""
         return ChunkBatches(self._batches(request))
 
-    async def _batches(self, request: LlmRequest) -> AsyncGenerator[list[StreamChunk], None]:
+    async def _batches(self, request: LlmRequest) -> AsyncGenerator[ChunkBatch, None]:
         model = wire_name(request.model.removeprefix(f"{PROVIDER}/"))
         encoded = self._encoded[passes_reasoning_back(request)]
         history = encoded.results(request.session_id, request.messages)
@@ -104,11 +104,12 @@ class DeepSeekAdapter:
         translator = ChunkTranslator()
         reader = PayloadReader.limited(response, self.config)
         try:
+            decode = functools.partial(decode_payload, sender="DeepSeek")
             async for batch in reader.batches(
-                lambda payload: translator.feed(decode_payload(payload, "DeepSeek"))
+                lambda payloads, batch: translator.translate(payloads, batch, decode)
             ):
                 yield batch
-            yield translator.done()
+            yield [*translator.done()]
         finally:
             reader.finish(complete=reader.parser.done)
 

@@ -1,7 +1,8 @@
 """The chunk translation state machine: DeepSeek ``chat.completion.chunk`` payloads → StreamChunks.
 
-Feed each SSE payload (decoded JSON) to :meth:`ChunkTranslator.feed` and call
-:meth:`ChunkTranslator.done` at ``[DONE]``. The whole machine, event by event:
+Feed each SSE payload (decoded JSON) to :meth:`ChunkTranslator.feed`, or a network read's
+payloads (as sent) to :meth:`ChunkTranslator.translate`, and call :meth:`ChunkTranslator.done`
+at ``[DONE]``. The whole machine, event by event:
 
 * ``reasoning_content`` non-empty: open the reasoning block once (``block-start``), then
   ``reasoning-delta``.
@@ -22,13 +23,18 @@ wait for ``[DONE]`` because DeepSeek may send usage after the finish chunk.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import orjson
 
 from dsh.plugin import (
     Block,
     BlockEnd,
     BlockStart,
     BlockType,
+    ChunkBatch,
+    Deltas,
     Finish,
     FinishError,
     FinishMaxTokens,
@@ -156,6 +162,82 @@ class ChunkTranslator:
             out.append(UsageChunk(self._usage))
         out.append(Finish(finish_reason(self._finish_reason, bool(self._blocks))))
         return out
+
+    def translate(
+        self, payloads: Sequence[bytes | str], out: ChunkBatch, decode: Callable[[bytes | str], Any]
+    ) -> None:
+        """Append to ``out`` what :meth:`feed` gives for each of one read's ``payloads``
+        (decoded by orjson, or by ``decode`` where orjson refuses one), in order, each run of
+        text (or reasoning) deltas of one block as one :class:`Deltas`. Nearly every payload of
+        a reply is one delta of a block already open and nothing else: such a payload is
+        translated here, inline; any other goes through :meth:`feed`. A payload that fails
+        leaves in ``out`` what those before it gave. :meth:`feed` is the reference
+        (``tests/plugins/llm_deepseek/test_translate.py`` holds the two equal)."""
+        loads, decode_error = orjson.loads, orjson.JSONDecodeError
+        texts: list[str] = []  # the run at the end of ``out``: its texts and block
+        block: _Block | None = None
+        try:
+            for payload in payloads:
+                try:
+                    data = loads(payload)
+                except decode_error:
+                    data = decode(payload)
+                try:  # the common shape (anything else fails here, or below, and goes to feed)
+                    choice = data["choices"][0]
+                    delta = choice["delta"]
+                    plain = (
+                        data.get("usage") is None
+                        and not data.get("error")
+                        and choice.get("finish_reason") is None
+                        and delta.__class__ is dict
+                    )
+                except (TypeError, KeyError, IndexError):
+                    plain, delta = False, None
+                if plain:
+                    content = delta.get("content")
+                    if (
+                        content
+                        and content.__class__ is str
+                        and self._text is not None
+                        # a delta of text alone (DeepSeek's): nothing more to ask
+                        and (
+                            len(delta) == 1
+                            or (
+                                delta.get("reasoning_content") is None
+                                and not delta.get("tool_calls")
+                            )
+                        )
+                    ):
+                        if self._text is not block:
+                            if block is not None:
+                                block.parts += texts
+                            block, texts = self._text, [content]
+                            out.append(Deltas(TextDelta, block.index, texts))
+                        else:
+                            texts.append(content)
+                        continue
+                    if (
+                        content is None
+                        and (reasoning := delta.get("reasoning_content"))
+                        and reasoning.__class__ is str
+                        and self._reasoning is not None
+                        and not delta.get("tool_calls")
+                    ):
+                        if self._reasoning is not block:
+                            if block is not None:
+                                block.parts += texts
+                            block, texts = self._reasoning, [reasoning]
+                            out.append(Deltas(ReasoningDelta, block.index, texts))
+                        else:
+                            texts.append(reasoning)
+                        continue
+                if block is not None:
+                    block.parts += texts
+                    block = None
+                out += self.feed(data)
+        finally:
+            if block is not None:
+                block.parts += texts
 
     def _payload(self, payload: Any) -> list[StreamChunk]:
         error = payload.get("error")

@@ -16,12 +16,12 @@ from typing import Any
 import aiohttp
 
 from dsh.plugin import (
+    ChunkBatch,
     ChunkBatches,
     LlmError,
     LlmFailure,
     LlmRequest,
     ModelInfo,
-    StreamChunk,
     get_logger,
 )
 from dsh.plugin import api_key as stored_api_key
@@ -78,7 +78,7 @@ class ProviderAdapter:
         """The chunks of one streamed completion, a network read's together."""
         return ChunkBatches(self._batches(request))
 
-    async def _batches(self, request: LlmRequest) -> AsyncGenerator[list[StreamChunk], None]:
+    async def _batches(self, request: LlmRequest) -> AsyncGenerator[ChunkBatch, None]:
         provider = self.provider
         missing = self.unavailable(request.model)
         if missing is not None:
@@ -93,12 +93,14 @@ class ProviderAdapter:
         )
         reader = PayloadReader.limited(response, provider.settings)
         try:
-            async for batch in reader.batches(
-                lambda payload: translator.feed(decode_payload(payload, provider.name)),
-                stop=lambda: translator.failed,
-            ):
+
+            def translate(payloads: list[bytes | str], batch: ChunkBatch) -> None:
+                for payload in payloads:
+                    batch += translator.feed(decode_payload(payload, provider.name))
+
+            async for batch in reader.batches(translate, stop=lambda: translator.failed):
                 yield batch
-            yield translator.done()
+            yield [*translator.done()]
         finally:
             reader.finish(complete=reader.parser.done)
 

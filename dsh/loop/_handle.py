@@ -17,7 +17,6 @@ from attrs import evolve
 from dsh._log import bind_context
 from dsh.loop._approvals import Approvals
 from dsh.loop._inbox import Inbox, InboxMessage, Signal
-from dsh.session._rewind import RewindReport, rewind, shell_tools
 from dsh.session._session import new_session_id
 from dsh.values._agent import PERMISSION_MODES, AgentOptions, AgentStatus, Content, PermissionMode
 from dsh.values._approval import PendingApproval
@@ -33,6 +32,7 @@ from dsh.values._events import (
 
 if TYPE_CHECKING:
     from dsh.app._harness import Harness
+    from dsh.session._rewind import RewindReport
     from dsh.session._session import Session
 
 __all__ = ["AgentHandle"]
@@ -134,6 +134,9 @@ class AgentHandle:
         anything else is kept and reported as a conflict unless ``force``. Only while idle."""
         if not self.idle or self._disposing:
             raise DshError(f"agent {self.id!r} is {self.status}: rewind it once it is idle")
+        # Imported by the first rewind: a run that rewinds nothing never needs the module.
+        from dsh.session._rewind import rewind, shell_tools
+
         sessions = self.harness.sessions
         session, report = await rewind(
             sessions,

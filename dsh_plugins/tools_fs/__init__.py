@@ -24,11 +24,8 @@ from dsh.plugin import (
     ToolError,
     ToolExecution,
     confine,
-    digest_of,
     error_messages,
     hookimpl,
-    record_change,
-    record_failure,
     tool,
 )
 from dsh_plugins.tools_fs import files
@@ -40,9 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["FsConfig", "FsToolsPlugin", "make_tools"]
 
 
-#: One change a tool is about to make: the file, its content now (``None``: no file) and the
-#: digest of its content after (``None``: no file).
-Change = tuple[Path, bytes | None, str | None]
+#: One change a tool is about to make: the file, its content now and its content after
+#: (``None``: no file).
+Change = tuple[Path, bytes | None, bytes | None]
 
 
 async def _changing(
@@ -57,6 +54,10 @@ async def _changing(
     agent = execution.agent
     if agent is None:  # a call outside any agent: there is no session to record in
         return await asyncio.to_thread(apply)
+    # The checkpoint recorder (dsh.session._rewind) is imported by the first change: a run
+    # whose tools change no file never loads it.
+    from dsh.plugin import digest_of, record_change, record_failure
+
     session = agent.session
     notes = [
         note
@@ -67,7 +68,7 @@ async def _changing(
                 tool=execution.name,
                 path=path,
                 before=before,
-                after=after,
+                after=None if after is None else digest_of(after),
                 call_id=execution.call_id,
                 caps=config.checkpoint_caps,
             )
@@ -135,7 +136,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         return await _changing(
             execution,
             config,
-            [(target, before, digest_of(content.encode()))],
+            [(target, before, content.encode())],
             lambda: files.write_text(target, name, content, root, before is not None),
         )
 
@@ -156,7 +157,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         return await _changing(
             execution,
             config,
-            [(target, before, digest_of(after))],
+            [(target, before, after)],
             lambda: files.edit_text(target, name, after, line, root),
         )
 
@@ -188,11 +189,10 @@ def make_tools(config: FsConfig) -> list[Tool]:
         source, target = confine(path, root), confine(to, root)
         name, to_name = files.display(source, root), files.display(target, root)
         content = await asyncio.to_thread(files.prepare_move, source, name, target, to_name)
-        digest = digest_of(content)
         return await _changing(
             execution,
             config,
-            [(source, content, None), (target, None, digest)],
+            [(source, content, None), (target, None, content)],
             lambda: files.move(source, name, target, to_name, root),
         )
 

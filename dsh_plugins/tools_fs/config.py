@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from attrs import field, frozen
 
-from dsh.plugin import CheckpointCaps, Value, at_least
+from dsh.plugin import Value, at_least
+
+if TYPE_CHECKING:
+    from dsh.plugin import CheckpointCaps
 
 __all__ = ["SECTION", "FsConfig"]
 
@@ -50,5 +55,8 @@ class FsConfig(Value):
 
     @property
     def checkpoint_caps(self) -> CheckpointCaps:
-        """The checkpoint caps as the recorder takes them."""
+        """The checkpoint caps as the recorder takes them (its module is imported by the first
+        change a file tool records, not when the plugin loads)."""
+        from dsh.plugin import CheckpointCaps
+
         return CheckpointCaps(self.checkpoint_file_bytes, self.checkpoint_session_bytes)

@@ -47,8 +47,11 @@ async def main():
 asyncio.run(main())
 """
 
-#: What a turn that writes no file leaves out.
-RARE = ("dsh.session._rewind",)
+#: What a turn that writes no file and names no provider leaves out.
+RARE = (
+    "dsh.session._rewind",
+    "dsh_plugins.llm_providers.profiles",
+)
 
 
 def turn(tmp_path: Path, config: dict[str, Any], script: list[list[Any]]) -> dict[str, Any]:
@@ -85,3 +88,10 @@ def test_a_file_tool_that_changes_a_file_loads_the_checkpoints_and_records(
     assert report["results"] == [["created a.txt (3 bytes, 1 lines)"]]
     assert "file/changed" in report["events"]
     assert (tmp_path / "a.txt").read_text() == "one"
+
+
+def test_a_configured_provider_loads_the_profiles_and_is_served(tmp_path: Path) -> None:
+    config: dict[str, Any] = {"llm_providers": {"ollama": {"models": {"llama3": {}}}}}
+    report = turn(tmp_path, config, [["text_response", "hello"]])
+    assert report["imported"] == ["dsh_plugins.llm_providers.profiles"]
+    assert "ollama/llama3" in report["models"]

@@ -22,10 +22,10 @@ from dsh_plugins.llm_providers.config import (
     ModelSettings,
     ProviderSettings,
 )
-from dsh_plugins.llm_providers.profiles import PROFILES, Provider, resolve
 
 if TYPE_CHECKING:
     from dsh_plugins.llm_providers.adapter import ProviderAdapter
+    from dsh_plugins.llm_providers.profiles import PROFILES, Provider, resolve
     from dsh_plugins.llm_providers.stream import Translator
 
 __all__ = [
@@ -42,9 +42,14 @@ __all__ = [
 ]
 
 SECTION = "llm_providers"
+# The profiles (their table and the classes that resolve a provider) load when a provider is
+# configured: a harness whose config names none never needs them.
 _HOMES = {
+    "PROFILES": "dsh_plugins.llm_providers.profiles",
+    "Provider": "dsh_plugins.llm_providers.profiles",
     "ProviderAdapter": "dsh_plugins.llm_providers.adapter",
     "Translator": "dsh_plugins.llm_providers.stream",
+    "resolve": "dsh_plugins.llm_providers.profiles",
 }
 
 
@@ -70,7 +75,12 @@ class LlmProvidersPlugin:
     @hookimpl
     def dsh_register_llm_adapters(self, register: Callable[..., Any], harness: Harness) -> None:
         config = harness.config.section(SECTION, LlmProvidersConfig)
-        for name, settings in config.named().items():
+        named = config.named()
+        if not named:
+            return
+        from dsh_plugins.llm_providers.profiles import resolve
+
+        for name, settings in named.items():
             provider = resolve(name, settings, cached_models(name))
             ids = [*provider.model_ids(), f"{name}/{ANY_MODEL}"]
             register(ids, DeferredAdapter(functools.partial(_build, provider)))

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: One turn of a scripted model, with every entry-point plugin loaded: ``argv[1]`` is the config
@@ -47,10 +49,11 @@ async def main():
 asyncio.run(main())
 """
 
-#: What a turn that writes no file and names no provider leaves out.
+#: What a turn that writes no file, names no provider and judges no command line leaves out.
 RARE = (
     "dsh.session._rewind",
     "dsh_plugins.llm_providers.profiles",
+    "dsh_plugins.permissions.commands",
 )
 
 
@@ -95,3 +98,20 @@ def test_a_configured_provider_loads_the_profiles_and_is_served(tmp_path: Path) 
     report = turn(tmp_path, config, [["text_response", "hello"]])
     assert report["imported"] == ["dsh_plugins.llm_providers.profiles"]
     assert "ollama/llama3" in report["models"]
+
+
+@pytest.mark.parametrize(
+    ("command", "result"), [("echo hi", "hi"), ("ls", "Error: permission denied")]
+)
+def test_a_rule_judging_a_command_loads_the_command_parser_and_applies(
+    tmp_path: Path, command: str, result: str
+) -> None:
+    rules = [{"tool": "shell", "match": "echo *", "action": "allow"}]
+    config = {"permissions": {"mode": "read-only", "rules": rules}}
+    script: list[list[Any]] = [
+        ["tool_call_response", "c1", "shell", {"command": command}],
+        ["text_response", "ran"],
+    ]
+    report = turn(tmp_path, config, script)
+    assert report["imported"] == ["dsh_plugins.permissions.commands"]
+    assert report["results"][0][0].startswith(result)

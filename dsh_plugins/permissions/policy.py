@@ -43,7 +43,6 @@ from attrs import field, frozen
 from attrs.validators import optional
 
 from dsh.plugin import Effect, ToolError, Value, at_least, confine
-from dsh_plugins.permissions import commands
 
 __all__ = [
     "SUBJECT_ARGUMENTS",
@@ -239,6 +238,10 @@ def _refusal(rule: Rule, effect: Effect, subject: str) -> str | None:
         return None
     if effect != "execute":
         return None if fnmatchcase(subject, rule.match) else ""
+    # Imported by the first command a rule judges: a harness whose rules never judge a command
+    # line never loads the command parser.
+    from dsh_plugins.permissions import commands
+
     pattern = commands.words(rule.match) or rule.match.split()
     if rule.action != "allow":
         parts = [subject.strip(), *(part.strip() for part in commands.split_compound(subject))]

@@ -49,33 +49,78 @@ async def main():
 asyncio.run(main())
 """
 
-#: What a turn that writes no file, names no provider and judges no command line leaves out.
+#: What a turn of a fresh session that writes no file, names no provider and judges no command
+#: line leaves out.
 RARE = (
+    "dsh.loop._recovery",
     "dsh.session._rewind",
     "dsh_plugins.llm_providers.profiles",
     "dsh_plugins.permissions.commands",
 )
 
 
-def turn(tmp_path: Path, config: dict[str, Any], script: list[list[Any]]) -> dict[str, Any]:
+#: A turn, then the session resumed by another harness and a second turn: prints whether the
+#: recovery module was imported before the resume and after it, and the turns' answers.
+RESUME = """
+import asyncio, json, sys
+import dsh.testing
+from dsh import AgentOptions, Harness
+
+async def main():
+    adapter = dsh.testing.ScriptedAdapter(
+        [dsh.testing.text_response("one"), dsh.testing.text_response("two")]
+    )
+    options = AgentOptions(model="scripted")
+    async with Harness() as h:
+        h.llm.register_adapter(["scripted"], adapter)
+        agent = h.agent_loop.create("main", options)
+        agent.send("go")
+        await agent.wait_idle()
+        session_id = agent.session.id
+    before = "dsh.loop._recovery" in sys.modules
+    async with Harness() as h:
+        h.llm.register_adapter(["scripted"], adapter)
+        agent = await h.agent_loop.resume(session_id, options)
+        agent.send("again")
+        await agent.wait_idle()
+        answers = [
+            block.text
+            for event in agent.session.events
+            if event.type == "assistant/message"
+            for block in event.data.content
+        ]
+    after = "dsh.loop._recovery" in sys.modules
+    print(json.dumps({"before": before, "after": after, "answers": answers}))
+
+asyncio.run(main())
+"""
+
+
+def run(tmp_path: Path, code: str, *args: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(tmp_path / "data")}
     env.pop("DSH_DISABLE_PLUGINS", None)
     env.pop("DSH_CONFIG", None)
     done = subprocess.run(
-        [sys.executable, "-c", TURN, json.dumps(config), json.dumps(script), ",".join(RARE)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return report
 
 
+def turn(tmp_path: Path, config: dict[str, Any], script: list[list[Any]]) -> dict[str, Any]:
+    return run(tmp_path, TURN, json.dumps(config), json.dumps(script), ",".join(RARE))
+
+
 def test_a_plain_turn_imports_no_rare_path(tmp_path: Path) -> None:
     report = turn(tmp_path, {}, [["text_response", "hello"]])
     assert report["imported"] == []
+
+
+def test_a_resume_loads_the_recovery_and_continues_the_session(tmp_path: Path) -> None:
+    report = run(tmp_path, RESUME)
+    assert (report["before"], report["after"]) == (False, True)
+    assert report["answers"] == ["one", "two"]
 
 
 def test_a_file_tool_that_changes_a_file_loads_the_checkpoints_and_records(

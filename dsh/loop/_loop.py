@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 
 from dsh._log import bind_context, get_logger
 from dsh.loop import _failures as failures
-from dsh.loop import _recovery as recovery
 from dsh.loop._approvals import Approvals, TurnParked
 from dsh.loop._dispatch import call_ids
 from dsh.loop._handle import AgentHandle
@@ -371,6 +370,9 @@ class AgentLoop:
         if another process writes it, a turn a crash left open is closed), start an agent on it
         and re-queue the messages that were queued but never ran. The agent id defaults to the
         one the session id was made for (:func:`dsh.session._session.agent_id_of`)."""
+        # Imported by the first resume: a run that starts fresh sessions never needs it.
+        from dsh.loop import _recovery as recovery
+
         session = await recovery.reopen(self._harness.sessions, session_id)
         agent = self.create(agent_id or agent_id_of(session_id), options, session)
         parked = recovery.parked_step(session.events)

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: One turn of a scripted model, with every entry-point plugin loaded: ``argv[1]`` is the config
 #: (JSON), ``argv[2]`` the script (the ``dsh.testing`` entries, as ``[name, *args]``), ``argv[3]``
-#: the modules to look for. Prints the ones imported, what the agent's tools returned, its events
-#: and the models the harness serves.
+#: the modules to look for. Prints the ones imported when the turn ended or parked, what the
+#: agent's tools returned (a parked call allowed), its events and the models the harness serves.
 TURN = """
 import asyncio, json, sys
 import dsh.testing
@@ -33,13 +33,17 @@ async def main():
         agent = h.agent_loop.create("main", AgentOptions(model="scripted", workspace="."))
         agent.send("go")
         await agent.wait_idle()
+        imported = sorted(m for m in modules.split(",") if m in sys.modules)
+        for parked in agent.pending_approvals():
+            await agent.decide(parked.call_id, allow=True)
+            await agent.wait_idle()
         results = [
             [block.text for block in event.data.content]
             for event in agent.session.events
             if event.type == "tool/result"
         ]
         report = {
-            "imported": sorted(m for m in modules.split(",") if m in sys.modules),
+            "imported": imported,
             "results": results,
             "models": sorted(h.llm.models()),
             "events": [event.type for event in agent.session.events],
@@ -49,11 +53,12 @@ async def main():
 asyncio.run(main())
 """
 
-#: What a turn of a fresh session that writes no file, names no provider and judges no command
-#: line leaves out.
+#: What a turn of a fresh session that writes no file, names no provider, judges no command
+#: line and parks no call leaves out.
 RARE = (
     "dsh.loop._recovery",
     "dsh.session._rewind",
+    "dsh.values._approval",
     "dsh_plugins.llm_providers.profiles",
     "dsh_plugins.permissions.commands",
 )
@@ -160,3 +165,18 @@ def test_a_rule_judging_a_command_loads_the_command_parser_and_applies(
     report = turn(tmp_path, config, script)
     assert report["imported"] == ["dsh_plugins.permissions.commands"]
     assert report["results"][0][0].startswith(result)
+
+
+def test_a_call_parked_for_approval_loads_the_approvals_and_runs_once_allowed(
+    tmp_path: Path,
+) -> None:
+    # A command asks; with nobody to answer, "defer" parks the turn until a decision.
+    config = {"permissions": {"mode": "workspace-write", "approval": "defer"}}
+    script: list[list[Any]] = [
+        ["tool_call_response", "c1", "shell", {"command": "echo hi"}],
+        ["text_response", "ran"],
+    ]
+    report = turn(tmp_path, config, script)
+    assert report["imported"] == ["dsh.values._approval"]
+    assert report["results"] == [["hi\n[exit code 0]"]]
+    assert "approval/decided" in report["events"]

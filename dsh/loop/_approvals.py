@@ -21,13 +21,13 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from dsh.values._approval import AlreadyDecided, PendingApproval, pending_in
 from dsh.values._errors import DshError
 from dsh.values._events import ApprovalDecided
 
 if TYPE_CHECKING:
     from dsh.session._session import Session
     from dsh.values._agent import AgentStatus
+    from dsh.values._approval import PendingApproval
 
 __all__ = ["TIMEOUT_CODE", "Approvals", "TurnParked"]
 
@@ -65,6 +65,8 @@ class Approvals:
 
     def pending(self) -> list[PendingApproval]:
         """The calls of the session waiting for a decision, in the order they were parked."""
+        from dsh.values._approval import pending_in
+
         return pending_in(self._session.events, self._session.id, self._agent_id)
 
     async def decide(self, call_id: str, allow: bool, reason: str | None = None) -> None:
@@ -85,6 +87,8 @@ class Approvals:
             self._decided.set()
 
     def _not_waiting(self, call_id: str) -> DshError:
+        from dsh.values._approval import AlreadyDecided
+
         session = self._session.id
         for event in self._session.events.select(ApprovalDecided, reverse=True):
             data = event.data

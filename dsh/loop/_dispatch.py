@@ -29,7 +29,6 @@ from attrs import evolve
 
 from dsh.loop._approvals import TIMEOUT_CODE, Approvals, TurnParked
 from dsh.tools._registry import ToolExecution, ToolOutcome, ToolRegistry
-from dsh.values._approval import summarize_arguments
 from dsh.values._content import Block, Message, Text, ToolCall
 from dsh.values._events import (
     ApprovalDecided,
@@ -188,6 +187,10 @@ class ToolDispatch:
     def _log_result(self, call: ToolCall, outcome: ToolOutcome) -> None:
         needed = outcome.approval
         if needed is not None:  # parked: the result waits for a decision
+            # The approval values load with the first parked call: a run whose calls are all
+            # decided at once never needs them.
+            from dsh.values._approval import summarize_arguments
+
             tool = self._tools.get(call.name)
             effect = "other" if tool is None else tool.effect
             summary = summarize_arguments(call.arguments)

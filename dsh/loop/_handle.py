@@ -19,7 +19,6 @@ from dsh.loop._approvals import Approvals
 from dsh.loop._inbox import Inbox, InboxMessage, Signal
 from dsh.session._session import new_session_id
 from dsh.values._agent import PERMISSION_MODES, AgentOptions, AgentStatus, Content, PermissionMode
-from dsh.values._approval import PendingApproval
 from dsh.values._content import MessageSource, UserSource, as_blocks
 from dsh.values._errors import DshError
 from dsh.values._events import (
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from dsh.app._harness import Harness
     from dsh.session._rewind import RewindReport
     from dsh.session._session import Session
+    from dsh.values._approval import PendingApproval
 
 __all__ = ["AgentHandle"]
 

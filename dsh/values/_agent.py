@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from attrs import frozen
 
-from dsh.values._approval import PendingApproval
 from dsh.values._chunks import LlmFailure
 from dsh.values._content import Block, MessageSource, UserSource
 from dsh.values._events import RetryEvent
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from dsh.loop._inbox import InboxMessage
     from dsh.session._rewind import RewindReport
     from dsh.session._session import Session
+    from dsh.values._approval import PendingApproval
 
 __all__ = [
     "PERMISSION_MODES",

@@ -139,10 +139,14 @@ class _Reader:
         return cls(response, **settings, **options)
 
     async def _read(self) -> bytes:
-        """The next network read (never empty)."""
+        """The next network read (never empty): what has arrived, or, if nothing has, what
+        arrives before the deadline (a deadline is armed only for a read that waits)."""
+        content = self._response.content
         try:
-            async with asyncio.timeout_at(self._deadline):
-                data = await self._response.content.readany()
+            data = content.read_nowait()
+            if not data:
+                async with asyncio.timeout_at(self._deadline):
+                    data = await content.readany()
         except TimeoutError as exc:
             raise LlmError.of("TIMEOUT", self._timeout_message()) from exc
         except aiohttp.ClientError as exc:

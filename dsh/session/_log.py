@@ -60,6 +60,7 @@ from dsh.values._value import Value
 __all__ = [
     "PACKED_CLASSES",
     "PACKED_DATA",
+    "TOOL_CALL_CODE",
     "DeltaRun",
     "EventLog",
     "Packed",
@@ -67,6 +68,7 @@ __all__ = [
     "pack",
     "pack_chunk",
     "pack_data",
+    "run_key",
     "runs",
     "unpack",
 ]
@@ -127,7 +129,8 @@ _CHUNKS: tuple[tuple[type[Any], _Values, Callable[..., Any]], ...] = (
     (BlockEnd, _values(_names(BlockEnd)), BlockEnd),  # its index and its block (an object)
 )
 PACKED_CLASSES: tuple[type[Any], ...] = tuple(cls for cls, _, _ in _CHUNKS)
-_TOOL_CALL = PACKED_CLASSES.index(ToolCallDelta)
+#: The code of a tool-call delta: the deltas' codes are those up to it.
+TOOL_CALL_CODE = _TOOL_CALL = PACKED_CLASSES.index(ToolCallDelta)
 _FIELDS = {cls: (code, values) for code, (cls, values, _) in enumerate(_CHUNKS)}
 _BUILD = tuple(build for _, _, build in _CHUNKS)
 #: The event data classes packed whole, by code after the chunks' (``len(PACKED_CLASSES)`` on):
@@ -289,7 +292,7 @@ class DeltaRun(Value):
     texts: list[str]
 
 
-def _run_key(packed: Packed) -> Packed | None:
+def run_key(packed: Packed) -> Packed | None:
     """What the deltas of one run share, or ``None`` for a packed event that is in no run."""
     code = packed[3]
     if code < _TOOL_CALL:
@@ -310,7 +313,7 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
     else:
         view, base, kept = False, 0, [pack(event) for event in events]
     # Each item's key once (the loop below is per event); only a packed delta is in a run.
-    keys = [_run_key(item) if type(item) is tuple else None for item in kept]
+    keys = [run_key(item) if type(item) is tuple else None for item in kept]
     position, end = 0, len(kept)
     while position < end:
         key = keys[position]

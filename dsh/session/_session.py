@@ -415,7 +415,8 @@ class Session:
 
     def _add(self, name: str, data: EventData, now: float) -> SessionEvent:
         event = SessionEvent(name, len(self._events), now, data)
-        self._events.append(pack(event))
+        packed = pack_data(name, now, data)  # what pack(event) keeps, without reading it back
+        self._events.append(event if packed is None else packed)
         if self._hooks is not None:
             self._hooks.session_event(self, event)
         return event

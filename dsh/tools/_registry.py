@@ -17,6 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -66,6 +67,9 @@ GUARDED_EFFECTS: tuple[Effect, ...] = ("write", "execute")
 
 #: The config section of the permission policy; the core reads it only when no policy is loaded.
 POLICY_SECTION = "permissions"
+
+#: A registry entry's tool, and a tool's schema.
+_TOOL, _SCHEMA = itemgetter(0), attrgetter("schema")
 
 #: The tool names every model API accepts; the registry refuses others.
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -371,7 +375,7 @@ class ToolRegistry:
         return None if found is None else found[1]
 
     def schemas(self) -> tuple[ToolSchema, ...]:
-        return tuple(tool.schema for tool, _ in self._tools.values())
+        return tuple(map(_SCHEMA, map(_TOOL, self._tools.values())))  # in C: every step
 
     def timeout_of(self, tool: Tool) -> float | None:
         """How long one call of ``tool`` may run, in seconds (``None``: unbounded)."""

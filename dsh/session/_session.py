@@ -131,10 +131,14 @@ def _elide(message: Message, notes: dict[str, str]) -> Message:
     )
 
 
+#: The data of the events that contribute a user message as it is.
+_USER_DATA = (UserMessage, SteeringMessage)
+
+
 def _project(event: SessionEvent) -> Message | None:
     """The message an event contributes to model history, if any."""
     data = event.data
-    if isinstance(data, UserMessage | SteeringMessage):
+    if isinstance(data, _USER_DATA):
         return Message("user", data.content)
     if isinstance(data, AssistantMessage):
         return Message("assistant", data.content)

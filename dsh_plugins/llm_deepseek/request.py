@@ -187,6 +187,10 @@ def _assistant(blocks: tuple[Block, ...], passback: bool) -> WireMessage:
     return wire
 
 
+#: The blocks a user message carries besides tool results.
+_USER_BLOCKS = (Text, Image)
+
+
 def _user(blocks: tuple[Block, ...]) -> list[WireMessage]:
     """Tool results become ``tool`` messages; the other blocks stay a user message, in order."""
     out: list[WireMessage] = []
@@ -196,7 +200,7 @@ def _user(blocks: tuple[Block, ...]) -> list[WireMessage]:
             out.extend(_user_content(pending))
             pending = []
             out.append(_tool_result(block))
-        elif isinstance(block, Text | Image):
+        elif isinstance(block, _USER_BLOCKS):
             pending.append(block)
     out.extend(_user_content(pending))
     return out

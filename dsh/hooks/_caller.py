@@ -165,17 +165,10 @@ def _pending(value: Any) -> bool:
     return value is not None and inspect.isawaitable(value)
 
 
+#: Set on an exception the rest of a middleware chain raised (a ``call_next``), so that the
+#: middleware that called it does not take the blame: an adapter's ``LlmError`` must reach the
+#: loop as itself.
 _DOWNSTREAM = "_dsh_downstream"
-
-
-async def _downstream(call: Awaitable[Any]) -> Any:
-    """Await the rest of a middleware chain, marking what it raises as not the caller's fault:
-    an adapter's ``LlmError`` must reach the loop as itself, not blamed on the middleware."""
-    try:
-        return await call
-    except Exception as exc:
-        setattr(exc, _DOWNSTREAM, True)
-        raise
 
 
 def check_impl(hook: str, hookimpl: pluggy.HookImpl) -> None:
@@ -295,21 +288,28 @@ class HookRuntime:
         impls = self.impls(hook)
 
         async def call(position: int, current: Any) -> Any:
-            if position == len(impls):
-                result = terminal(current)
-                return await result if _pending(result) else result
-            impl = impls[position]
-
-            def call_next(changed: Any) -> Awaitable[Any]:
-                return _downstream(call(position + 1, changed))
-
+            # Every position after the first is a call_next: what it raises is marked as the
+            # rest of the chain's (no coroutine of a wrapper per link).
             try:
-                result = impl({key: current, "call_next": call_next})
-                return await result if _pending(result) else result
+                if position == len(impls):
+                    result = terminal(current)
+                    return await result if _pending(result) else result
+                impl = impls[position]
+
+                def call_next(changed: Any) -> Awaitable[Any]:
+                    return call(position + 1, changed)
+
+                try:
+                    result = impl({key: current, "call_next": call_next})
+                    return await result if _pending(result) else result
+                except Exception as exc:
+                    if isinstance(exc, HookError) or getattr(exc, _DOWNSTREAM, False):
+                        raise
+                    raise HookError(hook, impl.plugin, exc) from exc
             except Exception as exc:
-                if isinstance(exc, HookError) or getattr(exc, _DOWNSTREAM, False):
-                    raise
-                raise HookError(hook, impl.plugin, exc) from exc
+                if position:
+                    setattr(exc, _DOWNSTREAM, True)
+                raise
 
         return await call(0, value)
 

@@ -68,7 +68,7 @@ async def test_no_tools_at_all(harness: Harness) -> None:
 
 def test_with_tools_keeps_every_other_field_of_the_request() -> None:
     # What the tool set relies on: with_tools is evolve(tools=...), a field added later included.
-    values = {field.name: object() for field in attrs.fields(LlmRequest)}
+    values: dict[str, Any] = {field.name: object() for field in attrs.fields(LlmRequest)}
     request = LlmRequest(**values)
     offered = (ToolSchema("read", "the read tool"),)
     changed = request.with_tools(offered)

@@ -310,9 +310,11 @@ class EventCodec:
             code = item[3]
             key = run_key(item) if code <= TOOL_CALL_CODE else None
             end = position + 1
-            if key is not None:
-                while end < stop and type(kept[end]) is tuple and run_key(kept[end]) == key:
-                    end += 1
+            while key is not None and end < stop:
+                after = kept[end]
+                if not isinstance(after, tuple) or run_key(after) != key:
+                    break
+                end += 1
             if end - position > 1:
                 out.append(_packed_run_row(position, cast("list[Packed]", kept[position:end])))
             else:

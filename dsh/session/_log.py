@@ -130,7 +130,7 @@ _CHUNKS: tuple[tuple[type[Any], _Values, Callable[..., Any]], ...] = (
 )
 PACKED_CLASSES: tuple[type[Any], ...] = tuple(cls for cls, _, _ in _CHUNKS)
 #: The code of a tool-call delta: the deltas' codes are those up to it.
-TOOL_CALL_CODE = _TOOL_CALL = PACKED_CLASSES.index(ToolCallDelta)
+TOOL_CALL_CODE = PACKED_CLASSES.index(ToolCallDelta)
 _FIELDS = {cls: (code, values) for code, (cls, values, _) in enumerate(_CHUNKS)}
 _BUILD = tuple(build for _, _, build in _CHUNKS)
 #: The event data classes packed whole, by code after the chunks' (``len(PACKED_CLASSES)`` on):
@@ -295,9 +295,9 @@ class DeltaRun(Value):
 def run_key(packed: Packed) -> Packed | None:
     """What the deltas of one run share, or ``None`` for a packed event that is in no run."""
     code = packed[3]
-    if code < _TOOL_CALL:
+    if code < TOOL_CALL_CODE:
         return packed[1:5]  # turn, step, code, index
-    if code == _TOOL_CALL and packed[7] is None:
+    if code == TOOL_CALL_CODE and packed[7] is None:
         return packed[1:6]  # and the call id
     return None
 
@@ -330,14 +330,14 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
         else:
             run = cast("list[Packed]", kept[position:stop])
             _, turn, step, code, index, *fields = run[0]
-            text = 6 if code == _TOOL_CALL else 5
+            text = 6 if code == TOOL_CALL_CODE else 5
             yield DeltaRun(
                 PACKED_CLASSES[code],
                 base + position if view else events[position].seq,
                 turn,
                 step,
                 index,
-                fields[0] if code == _TOOL_CALL else None,
+                fields[0] if code == TOOL_CALL_CODE else None,
                 [item[0] for item in run],
                 [item[text] for item in run],
             )

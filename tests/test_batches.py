@@ -25,6 +25,7 @@ from dsh.llm._batches import ChunkBatch, ChunkBatches, ChunkView, Deltas, expand
 from dsh.loop._dispatch import with_unique_call_ids
 from dsh.testing.strategies import chunk_streams
 from dsh.values._chunks import (
+    BlockEnd,
     BlockStart,
     Finish,
     FinishStop,
@@ -33,6 +34,7 @@ from dsh.values._chunks import (
     StreamChunk,
     TextDelta,
 )
+from dsh.values._content import Text
 from dsh.values._errors import LlmError
 from dsh.values._events import AssistantChunk, AssistantMessage, SessionEvent
 from dsh.values._request import LlmRequest
@@ -189,6 +191,16 @@ def test_a_run_of_deltas_the_assembler_refuses_is_refused_at_its_first() -> None
     # then the failure, as the finish it is logged as
     assert seen.chunks[:2] == [BlockStart(0, "text"), ReasoningDelta(0, "x")]
     assert [type(chunk) for chunk in seen.chunks[2:]] == [Finish]
+
+
+def test_a_run_of_deltas_after_its_blocks_end_is_logged_and_ignored_as_one_by_one() -> None:
+    # block-end is final: the deltas after it are logged and shown, not folded in.
+    late = Deltas(TextDelta, 0, ["late", "r"])
+    reply: ChunkBatch = [BlockStart(0, "text"), BlockEnd(0, Text("a")), late, Finish(FinishStop())]
+    events, seen = _agree([reply])
+    assert TextDelta(0, "late") in seen.chunks
+    messages = [data for _, _, data in events if isinstance(data, AssistantMessage)]
+    assert messages[0].content == (Text("a"),)
 
 
 def test_runs_of_deltas_come_one_by_one_to_every_kind_of_observer() -> None:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh.session import _log as eventlog
+from dsh.session._codec import EventCodec
 from dsh.session._log import (
     PACKED_DATA,
     DeltaRun,
@@ -510,3 +511,41 @@ def test_select_builds_no_chunk_event_it_does_not_give(monkeypatch: pytest.Monke
     assert [e.seq for e in session.events.select(StepBoundary)] == [1] and built == [1]
     built.clear()
     assert len(list(session.events.select(AssistantChunk))) == 100 and len(built) == 100
+
+
+#: Chunks that make runs: deltas of a few blocks and calls, one naming its tool.
+_run_chunks = st.sampled_from(
+    [
+        TextDelta(0, "a"),
+        TextDelta(1, "b"),
+        ReasoningDelta(0, "r"),
+        ToolCallDelta(2, "c1", "{"),
+        ToolCallDelta(2, "c2", "}"),
+        ToolCallDelta(2, "c1", "", "echo"),
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        _run_chunks
+        | stream_chunks
+        | packed_event_data
+        | st.builds(lambda text: UserMessage((Text(text),)), st.text(max_size=5)),
+        max_size=16,
+    ),
+    st.integers(0, 16),
+    st.integers(0, 16),
+)
+def test_a_views_rows_are_the_reference_rows(items: list[Any], start: int, stop: int) -> None:
+    """``EventCodec.rows`` encodes a view of a log (a store's batch) in one pass over what the
+    log keeps: the rows of its reference, the items of ``runs`` each encoded."""
+    session = Session("s")
+    chunks = get_args(StreamChunk)
+    for item in items:
+        session.append(AssistantChunk(1, 2, item) if isinstance(item, chunks) else item)
+    codec = EventCodec()
+    view = session.events[start:stop]
+    assert codec.rows(view) == codec.reference_rows(view)
+    assert codec.rows(list(view)) == codec.reference_rows(view)

@@ -72,6 +72,13 @@ def _parameters(fn: Callable[..., Any], drop_self: bool, middleware: bool) -> li
     ]
 
 
+def _awaited(method: Any) -> bool:
+    """Whether the caller of facade ``method`` awaits what it returns: an ``async def``, or a
+    ``def`` that hands back the runtime's awaitable (annotated ``Awaitable[...]``)."""
+    returns = str(inspect.signature(method).return_annotation)
+    return inspect.iscoroutinefunction(method) or returns.startswith("Awaitable[")
+
+
 def _method_problems(hook: str, style: str, spec_fn: Any, method: Any, where: str) -> list[str]:
     """How facade ``method`` (``where``) disagrees with the spec of ``hook``."""
     problems: list[str] = []
@@ -82,8 +89,8 @@ def _method_problems(hook: str, style: str, spec_fn: Any, method: Any, where: st
         problems.append(
             f"{hook}: {where} takes ({', '.join(takes)}), the spec ({', '.join(wants)})"
         )
-    if inspect.iscoroutinefunction(method) == (style == "notify-sync"):
-        kind = "def" if style == "notify-sync" else "async def"
+    if _awaited(method) == (style == "notify-sync"):
+        kind = "def" if style == "notify-sync" else "async def (or def returning an Awaitable)"
         problems.append(f"{hook}: {where} must be '{kind}' for a {style} hook")
     callers = CALLERS[style]
     if not any(
@@ -101,10 +108,11 @@ def disagreements(specs: types.ModuleType, facade: type) -> list[str]:
     Every hook whose style is not ``register`` has a method named without ``dsh_`` that takes
     the spec's arguments (in order, with the same annotation text; a middleware hook's
     ``call_next`` is the facade's ``terminal``), is ``def`` for a notify-sync hook and
-    ``async def`` otherwise, and calls the runtime with the hook's name through a method of
-    its style. Every call of the runtime in the facade names a hook that has a spec, by a
-    string literal; one that calls a hook (rather than asks about it, as ``observed`` does)
-    is that hook's method and goes through a method of its style.
+    ``async def`` (or a ``def`` returning an ``Awaitable``) otherwise, and calls the runtime
+    with the hook's name through a method of its style. Every call of the runtime in the
+    facade names a hook that has a spec, by a string literal; one that calls a hook (rather
+    than asks about it, as ``observed`` does) is that hook's method and goes through a method
+    of its style.
     """
     styles = styles_of(specs)
     methods = {name: getattr(facade, name) for name in dir(facade)}
@@ -349,7 +357,8 @@ SEEN = "dsh_fake_seen: {0}.fake_seen"
         (
             NotAsync,
             [
-                f"{SEEN.format('NotAsync')} must be 'async def' for a notify hook",
+                f"{SEEN.format('NotAsync')} must be 'async def (or def returning an Awaitable)' "
+                "for a notify hook",
                 f"{SEEN.format('NotAsync')} never calls runtime.notify('dsh_fake_seen')",
                 "NotAsync.fake_seen calls dsh_fake_seen with runtime.notify_sync: it is a "
                 "notify hook",

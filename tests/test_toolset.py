@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+from hypothesis import given
+from hypothesis import strategies as st
+
 from dsh import Harness, Tool
 from dsh.loop._output import FINAL_RESULT
 from dsh.testing import text_response, tool_call_response, tool_calls_response
+from dsh.testing.strategies import llm_requests, tool_schemas
 from dsh.values._content import text_of
 from dsh.values._events import ToolResultEvent
-from dsh.values._request import ToolSchema
+from dsh.values._request import LlmRequest, ToolSchema
 from tests.helpers import data_of, scripted_agent
 
 
@@ -59,3 +64,19 @@ async def test_no_tools_at_all(harness: Harness) -> None:
     assert adapter.requests[0].tools == ()
     (result,) = data_of(agent.session.events, ToolResultEvent)
     assert "its tools are: none" in text_of(result.content)
+
+
+def test_with_tools_keeps_every_other_field_of_the_request() -> None:
+    # What the tool set relies on: with_tools is evolve(tools=...), a field added later included.
+    values: dict[str, Any] = {field.name: object() for field in attrs.fields(LlmRequest)}
+    request = LlmRequest(**values)
+    offered = (ToolSchema("read", "the read tool"),)
+    changed = request.with_tools(offered)
+    assert changed.tools is offered
+    assert all(getattr(changed, name) is value for name, value in values.items() if name != "tools")
+
+
+@given(llm_requests, st.sampled_from([None, "text", "json_object"]), st.lists(tool_schemas))
+def test_with_tools_is_evolve(request: LlmRequest, response_format: Any, tools: list[Any]) -> None:
+    request = attrs.evolve(request, response_format=response_format)
+    assert request.with_tools(tuple(tools)) == attrs.evolve(request, tools=tuple(tools))

@@ -165,17 +165,10 @@ def _pending(value: Any) -> bool:
     return value is not None and inspect.isawaitable(value)
 
 
+#: Set on an exception the rest of a middleware chain raised (a ``call_next``), so that the
+#: middleware that called it does not take the blame: an adapter's ``LlmError`` must reach the
+#: loop as itself.
 _DOWNSTREAM = "_dsh_downstream"
-
-
-async def _downstream(call: Awaitable[Any]) -> Any:
-    """Await the rest of a middleware chain, marking what it raises as not the caller's fault:
-    an adapter's ``LlmError`` must reach the loop as itself, not blamed on the middleware."""
-    try:
-        return await call
-    except Exception as exc:
-        setattr(exc, _DOWNSTREAM, True)
-        raise
 
 
 def check_impl(hook: str, hookimpl: pluggy.HookImpl) -> None:
@@ -295,21 +288,28 @@ class HookRuntime:
         impls = self.impls(hook)
 
         async def call(position: int, current: Any) -> Any:
-            if position == len(impls):
-                result = terminal(current)
-                return await result if _pending(result) else result
-            impl = impls[position]
-
-            def call_next(changed: Any) -> Awaitable[Any]:
-                return _downstream(call(position + 1, changed))
-
+            # Every position after the first is a call_next: what it raises is marked as the
+            # rest of the chain's (no coroutine of a wrapper per link).
             try:
-                result = impl({key: current, "call_next": call_next})
-                return await result if _pending(result) else result
+                if position == len(impls):
+                    result = terminal(current)
+                    return await result if _pending(result) else result
+                impl = impls[position]
+
+                def call_next(changed: Any) -> Awaitable[Any]:
+                    return call(position + 1, changed)
+
+                try:
+                    result = impl({key: current, "call_next": call_next})
+                    return await result if _pending(result) else result
+                except Exception as exc:
+                    if isinstance(exc, HookError) or getattr(exc, _DOWNSTREAM, False):
+                        raise
+                    raise HookError(hook, impl.plugin, exc) from exc
             except Exception as exc:
-                if isinstance(exc, HookError) or getattr(exc, _DOWNSTREAM, False):
-                    raise
-                raise HookError(hook, impl.plugin, exc) from exc
+                if position:
+                    setattr(exc, _DOWNSTREAM, True)
+                raise
 
         return await call(0, value)
 
@@ -360,70 +360,64 @@ class Hooks:
         self.runtime = runtime
 
     # -- harness ---------------------------------------------------------------------------
-    async def harness_start(self, harness: Harness) -> None:
-        await self.runtime.notify("dsh_harness_start", {"harness": harness})
+    def harness_start(self, harness: Harness) -> Awaitable[None]:
+        return self.runtime.notify("dsh_harness_start", {"harness": harness})
 
-    async def harness_stop(self, harness: Harness) -> None:
-        await self.runtime.notify("dsh_harness_stop", {"harness": harness})
+    def harness_stop(self, harness: Harness) -> Awaitable[None]:
+        return self.runtime.notify("dsh_harness_stop", {"harness": harness})
 
     # -- agent lifecycle -------------------------------------------------------------------
-    async def agent_created(self, agent: Agent) -> None:
-        await self.runtime.notify("dsh_agent_created", {"agent": agent})
+    def agent_created(self, agent: Agent) -> Awaitable[None]:
+        return self.runtime.notify("dsh_agent_created", {"agent": agent})
 
-    async def agent_disposed(self, agent: Agent) -> None:
-        await self.runtime.notify("dsh_agent_disposed", {"agent": agent})
+    def agent_disposed(self, agent: Agent) -> Awaitable[None]:
+        return self.runtime.notify("dsh_agent_disposed", {"agent": agent})
 
-    async def agent_status(self, agent: Agent, status: AgentStatus) -> None:
-        await self.runtime.notify("dsh_agent_status", {"agent": agent, "status": status})
+    def agent_status(self, agent: Agent, status: AgentStatus) -> Awaitable[None]:
+        return self.runtime.notify("dsh_agent_status", {"agent": agent, "status": status})
 
-    async def agent_queued(self, agent: Agent, message: InboxMessage, steering: bool) -> None:
+    def agent_queued(self, agent: Agent, message: InboxMessage, steering: bool) -> Awaitable[None]:
         kwargs = {"agent": agent, "message": message, "steering": steering}
-        await self.runtime.notify("dsh_agent_queued", kwargs)
+        return self.runtime.notify("dsh_agent_queued", kwargs)
 
-    async def agent_turn_start(self, agent: Agent, turn: int) -> None:
-        await self.runtime.notify("dsh_agent_turn_start", {"agent": agent, "turn": turn})
+    def agent_turn_start(self, agent: Agent, turn: int) -> Awaitable[None]:
+        return self.runtime.notify("dsh_agent_turn_start", {"agent": agent, "turn": turn})
 
-    async def agent_turn_end(self, agent: Agent, turn: int, reason: TurnEndReason) -> None:
+    def agent_turn_end(self, agent: Agent, turn: int, reason: TurnEndReason) -> Awaitable[None]:
         kwargs = {"agent": agent, "turn": turn, "reason": reason}
-        await self.runtime.notify("dsh_agent_turn_end", kwargs)
+        return self.runtime.notify("dsh_agent_turn_end", kwargs)
 
-    async def agent_step_start(self, agent: Agent, turn: int, step: int) -> None:
+    def agent_step_start(self, agent: Agent, turn: int, step: int) -> Awaitable[None]:
         kwargs = {"agent": agent, "turn": turn, "step": step}
-        await self.runtime.notify("dsh_agent_step_start", kwargs)
+        return self.runtime.notify("dsh_agent_step_start", kwargs)
 
-    async def agent_step_end(self, agent: Agent, turn: int, step: int) -> None:
+    def agent_step_end(self, agent: Agent, turn: int, step: int) -> Awaitable[None]:
         kwargs = {"agent": agent, "turn": turn, "step": step}
-        await self.runtime.notify("dsh_agent_step_end", kwargs)
+        return self.runtime.notify("dsh_agent_step_end", kwargs)
 
-    async def agent_error(self, agent: Agent, turn: int, step: int, error: BaseException) -> None:
+    def agent_error(
+        self, agent: Agent, turn: int, step: int, error: BaseException
+    ) -> Awaitable[None]:
         kwargs = {"agent": agent, "turn": turn, "step": step, "error": error}
-        await self.runtime.notify("dsh_agent_error", kwargs)
+        return self.runtime.notify("dsh_agent_error", kwargs)
 
     # -- the step --------------------------------------------------------------------------
-    async def system_prompt_assemble(self, assembly: PromptAssembly) -> PromptAssembly:
+    def system_prompt_assemble(self, assembly: PromptAssembly) -> Awaitable[PromptAssembly]:
         kwargs: dict[str, Any] = {"assembly": assembly}
-        return cast(
-            "PromptAssembly",
-            await self.runtime.waterfall("dsh_system_prompt_assemble", "assembly", kwargs),
-        )
+        return self.runtime.waterfall("dsh_system_prompt_assemble", "assembly", kwargs)
 
-    async def agent_request(
+    def agent_request(
         self, agent: Agent, turn: int, step: int, request: LlmRequest
-    ) -> LlmRequest:
+    ) -> Awaitable[LlmRequest]:
         kwargs = {"agent": agent, "turn": turn, "step": step, "request": request}
-        return cast(
-            "LlmRequest", await self.runtime.waterfall("dsh_agent_request", "request", kwargs)
-        )
+        return self.runtime.waterfall("dsh_agent_request", "request", kwargs)
 
-    async def llm_stream(
+    def llm_stream(
         self,
         request: LlmRequest,
         terminal: Callable[[LlmRequest], AsyncIterator[StreamChunk]],
-    ) -> AsyncIterator[StreamChunk]:
-        return cast(
-            "AsyncIterator[StreamChunk]",
-            await self.runtime.middleware("dsh_llm_stream", "request", request, terminal),
-        )
+    ) -> Awaitable[AsyncIterator[StreamChunk]]:
+        return self.runtime.middleware("dsh_llm_stream", "request", request, terminal)
 
     def agent_stream_chunk(self, agent: Agent, turn: int, step: int, chunk: StreamChunk) -> None:
         self.runtime.notifier("dsh_agent_stream_chunk")(agent, turn, step, chunk)
@@ -441,9 +435,9 @@ class Hooks:
             bool(self.runtime.impls("dsh_agent_stream_batch")),
         )
 
-    async def agent_request_error(
+    def agent_request_error(
         self, agent: Agent, turn: int, step: int, failure: LlmFailure, attempt: int
-    ) -> Retry | None:
+    ) -> Awaitable[Retry | None]:
         kwargs = {
             "agent": agent,
             "turn": turn,
@@ -451,32 +445,24 @@ class Hooks:
             "failure": failure,
             "attempt": attempt,
         }
-        return cast("Retry | None", await self.runtime.first("dsh_agent_request_error", kwargs))
+        return self.runtime.first("dsh_agent_request_error", kwargs)
 
-    async def agent_step_result(
+    def agent_step_result(
         self, agent: Agent, turn: int, step: int, message: Message
-    ) -> Message:
+    ) -> Awaitable[Message]:
         kwargs = {"agent": agent, "turn": turn, "step": step, "message": message}
-        return cast(
-            "Message", await self.runtime.waterfall("dsh_agent_step_result", "message", kwargs)
-        )
+        return self.runtime.waterfall("dsh_agent_step_result", "message", kwargs)
 
-    async def tools_execute(
+    def tools_execute(
         self, execution: ToolExecution, terminal: Callable[[ToolExecution], Awaitable[ToolOutcome]]
-    ) -> ToolOutcome:
-        return cast(
-            "ToolOutcome",
-            await self.runtime.middleware("dsh_tools_execute", "execution", execution, terminal),
-        )
+    ) -> Awaitable[ToolOutcome]:
+        return self.runtime.middleware("dsh_tools_execute", "execution", execution, terminal)
 
-    async def agent_turn_continuation(
+    def agent_turn_continuation(
         self, agent: Agent, turn: int, decision: Continuation
-    ) -> Continuation:
+    ) -> Awaitable[Continuation]:
         kwargs = {"agent": agent, "turn": turn, "decision": decision}
-        return cast(
-            "Continuation",
-            await self.runtime.waterfall("dsh_agent_turn_continuation", "decision", kwargs),
-        )
+        return self.runtime.waterfall("dsh_agent_turn_continuation", "decision", kwargs)
 
     # -- sessions --------------------------------------------------------------------------
     def session_created(self, session: Session) -> None:
@@ -489,14 +475,14 @@ class Hooks:
         """Whether a ``dsh_session_event`` implementation takes events carrying a ``cls``."""
         return self.runtime.observed("dsh_session_event", cls)
 
-    async def session_checkpoint(self, session: Session) -> None:
-        await self.runtime.parallel("dsh_session_checkpoint", {"session": session})
+    def session_checkpoint(self, session: Session) -> Awaitable[None]:
+        return self.runtime.parallel("dsh_session_checkpoint", {"session": session})
 
-    async def session_closed(self, session: Session) -> None:
-        await self.runtime.notify("dsh_session_closed", {"session": session})
+    def session_closed(self, session: Session) -> Awaitable[None]:
+        return self.runtime.notify("dsh_session_closed", {"session": session})
 
-    async def session_flush(self, session: Session) -> None:
-        await self.runtime.parallel("dsh_session_flush", {"session": session})
+    def session_flush(self, session: Session) -> Awaitable[None]:
+        return self.runtime.parallel("dsh_session_flush", {"session": session})
 
     async def session_load(self, session_id: str) -> list[SessionEvent] | None:
         found = await self.runtime.first("dsh_session_load", {"session_id": session_id})

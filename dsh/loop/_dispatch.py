@@ -108,14 +108,14 @@ class ToolDispatch:
         return tool is not None and tool.concurrency_safe
 
     def _next_batch(self, pending: list[ToolCall]) -> list[ToolCall]:
-        if not self._safe(pending[0]):
-            return pending[:1]
+        """The consecutive concurrency-safe calls at the head of ``pending``, or its first call
+        alone when that one is not safe."""
         batch: list[ToolCall] = []
         for call in pending:
             if not self._safe(call):
                 break
             batch.append(call)
-        return batch
+        return batch or pending[:1]
 
     async def _run_batch(self, batch: list[ToolCall], approved: bool = False) -> None:
         session = self.agent.session

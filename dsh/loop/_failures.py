@@ -37,14 +37,18 @@ class StepFailed(Exception):
         self.failure = failure
 
 
+#: The blocks that say nothing when their text is empty; the finishes that carry a failure.
+_TEXTS, _FAILED = (Text, Reasoning), (FinishError, FinishAborted)
+
+
 def _is_empty(blocks: tuple[Block, ...]) -> bool:
-    return all(isinstance(b, Text | Reasoning) and not b.text for b in blocks)
+    return all(isinstance(b, _TEXTS) and not b.text for b in blocks)
 
 
 def failure_of(result: AssembledMessage) -> LlmFailure | None:
     """The failure an assembled stream ended with, if any; an empty completion is one."""
     finish = result.finish
-    if isinstance(finish, FinishError | FinishAborted):
+    if isinstance(finish, _FAILED):
         return finish.failure
     if isinstance(finish, FinishStop) and _is_empty(result.message.content):
         return LlmFailure("the model returned an empty completion", "EMPTY_RESPONSE")

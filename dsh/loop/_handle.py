@@ -9,7 +9,7 @@ message survives a crash), ``abort`` and ``dispose`` only cancel the running ste
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
@@ -269,7 +269,7 @@ class AgentHandle:
             self.session.append(data)
         return bool(steering)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from attrs import evolve
-
 from dsh.hooks._markers import hookimpl
 from dsh.loop._output import FINAL_RESULT
 from dsh.tools._registry import ToolExecution, ToolOutcome
@@ -37,7 +35,7 @@ class ToolSet:
         allowed = agent.options.tools
         if allowed is None:
             return None
-        return evolve(request, tools=tuple(t for t in request.tools if t.name in allowed))
+        return request.with_tools(tuple(t for t in request.tools if t.name in allowed))
 
     @hookimpl
     async def dsh_tools_execute(

@@ -10,13 +10,22 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
-from dsh.session._log import PACKED_CLASSES, PACKED_DATA, DeltaRun, Packed, runs
+from dsh.session._log import (
+    PACKED_CLASSES,
+    PACKED_DATA,
+    TOOL_CALL_CODE,
+    DeltaRun,
+    EventLog,
+    Packed,
+    run_key,
+    runs,
+)
 from dsh.values._chunks import (
     BlockEnd,
     Finish,
@@ -214,6 +223,25 @@ def _run_row(run: DeltaRun) -> dict[str, Any]:
     return row
 
 
+def _packed_run_row(seq: int, run: list[Packed]) -> dict[str, Any]:
+    """:func:`_run_row` of the run of packed deltas ``run``, the first at ``seq``."""
+    _, turn, step, code, index, *fields = run[0]
+    text = 6 if code == TOOL_CALL_CODE else 5
+    row: dict[str, Any] = {
+        "packed": RUN_KINDS[PACKED_CLASSES[code]],
+        "seq": seq,
+        "turn": turn,
+        "step": step,
+        "index": index,
+        "times": [packed[0] for packed in run],
+        "texts": [packed[text] for packed in run],
+    }
+    call_id = fields[0] if code == TOOL_CALL_CODE else None
+    if call_id is not None:
+        row["id"] = call_id
+    return row
+
+
 class EventCodec:
     """Encodes and decodes session events by their registered type.
 
@@ -244,7 +272,17 @@ class EventCodec:
         arguments) is one row, ``{"packed": kind, "seq", "turn", "step", "index", "times",
         "texts"}`` (``kind``: ``"text-delta"``, ``"reasoning-delta"`` or ``"tool-call-delta"``,
         with the call's ``"id"``; ``seq`` the first event's, ``times`` and ``texts`` each
-        event's). A store that keeps one row per event uses :meth:`encode` instead."""
+        event's). A store that keeps one row per event uses :meth:`encode` instead.
+
+        A view of a log (what a store's batch is) is encoded in one pass over what the log
+        keeps (:meth:`_view_rows`); :meth:`reference_rows` is the definition, which
+        ``tests/test_eventlog.py`` holds it to."""
+        if isinstance(events, EventLog):
+            return self._view_rows(events._kept, events._start, events._stop)
+        return self.reference_rows(events)
+
+    def reference_rows(self, events: Sequence[SessionEvent]) -> list[dict[str, Any]]:
+        """:meth:`rows`, plainly: the items of :func:`dsh.session._log.runs`, each encoded."""
         out: list[dict[str, Any]] = []
         for item in runs(events):
             if isinstance(item, tuple):
@@ -253,6 +291,44 @@ class EventCodec:
                 out.append(_run_row(item))
             else:
                 out.append(self.encode(item))
+        return out
+
+    def _view_rows(
+        self, kept: Sequence[SessionEvent | Packed], start: int, stop: int
+    ) -> list[dict[str, Any]]:
+        """:meth:`reference_rows` of the events ``start`` to ``stop`` of a log kept as ``kept``
+        (a packed event's seq is its place there), with no item, run or packed event built
+        between: a store encodes a batch so at every checkpoint, twice a step."""
+        out: list[dict[str, Any]] = []
+        position = start
+        while position < stop:
+            item = kept[position]
+            if not isinstance(item, tuple):
+                out.append(self.encode(item))
+                position += 1
+                continue
+            code = item[3]
+            key = run_key(item) if code <= TOOL_CALL_CODE else None
+            end = position + 1
+            if key is not None:
+                # run_key(after) == key, inline: a long reply's deltas are one run of
+                # thousands, and a call per delta would cost as much as the rest of the row.
+                size = len(key) + 1
+                named = code == TOOL_CALL_CODE
+                while end < stop:
+                    after = kept[end]
+                    if (
+                        after.__class__ is not tuple
+                        or after[1:size] != key
+                        or (named and after[7] is not None)
+                    ):
+                        break
+                    end += 1
+            if end - position > 1:
+                out.append(_packed_run_row(position, cast("list[Packed]", kept[position:end])))
+            else:
+                out.append(self._encode_packed(position, item))
+            position = end
         return out
 
     def _encode_packed(self, seq: int, packed: Packed) -> dict[str, Any]:

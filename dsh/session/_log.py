@@ -61,6 +61,7 @@ from dsh.values._value import Value
 __all__ = [
     "PACKED_CLASSES",
     "PACKED_DATA",
+    "TOOL_CALL_CODE",
     "DeltaRun",
     "EventLog",
     "Packed",
@@ -69,6 +70,7 @@ __all__ = [
     "pack_chunk",
     "pack_data",
     "pack_deltas",
+    "run_key",
     "runs",
     "unpack",
 ]
@@ -129,7 +131,8 @@ _CHUNKS: tuple[tuple[type[Any], _Values, Callable[..., Any]], ...] = (
     (BlockEnd, _values(_names(BlockEnd)), BlockEnd),  # its index and its block (an object)
 )
 PACKED_CLASSES: tuple[type[Any], ...] = tuple(cls for cls, _, _ in _CHUNKS)
-_TOOL_CALL = PACKED_CLASSES.index(ToolCallDelta)
+#: The code of a tool-call delta: the deltas' codes are those up to it.
+TOOL_CALL_CODE = PACKED_CLASSES.index(ToolCallDelta)
 _FIELDS = {cls: (code, values) for code, (cls, values, _) in enumerate(_CHUNKS)}
 _BUILD = tuple(build for _, _, build in _CHUNKS)
 #: The event data classes packed whole, by code after the chunks' (``len(PACKED_CLASSES)`` on):
@@ -298,6 +301,16 @@ class DeltaRun(Value):
     texts: list[str]
 
 
+def run_key(packed: Packed) -> Packed | None:
+    """What the deltas of one run share, or ``None`` for a packed event that is in no run."""
+    code = packed[3]
+    if code < TOOL_CALL_CODE:
+        return packed[1:5]  # turn, step, code, index
+    if code == TOOL_CALL_CODE and packed[7] is None:
+        return packed[1:6]  # and the call id
+    return None
+
+
 def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | PackedEvent]:
     """``events`` in order, each run of two or more deltas of one block as a :class:`DeltaRun`.
     From a view of a log (a store's batch) the deltas are read where they are kept, packed, no
@@ -308,22 +321,8 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
         view, base, kept = True, events._start, events._kept[events._start : events._stop]
     else:
         view, base, kept = False, 0, [pack(event) for event in events]
-    # Each item's key once (the loop below is per event), inline (a call per event costs as
-    # much): what the deltas of one run share (turn, step, code, index; and a tool call's id,
-    # for a delta of its arguments that names no tool), ``None`` for an item in no run.
-    tool_call = _TOOL_CALL
-    keys = [
-        (
-            item[1:5]
-            if item[3] < tool_call
-            else item[1:6]
-            if item[3] == tool_call and item[7] is None
-            else None
-        )
-        if type(item) is tuple
-        else None
-        for item in kept
-    ]
+    # Each item's key once (the loop below is per event); only a packed delta is in a run.
+    keys = [run_key(item) if type(item) is tuple else None for item in kept]
     position, end = 0, len(kept)
     while position < end:
         key = keys[position]
@@ -340,14 +339,14 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
         else:
             run = cast("list[Packed]", kept[position:stop])
             _, turn, step, code, index, *fields = run[0]
-            text = 6 if code == _TOOL_CALL else 5
+            text = 6 if code == TOOL_CALL_CODE else 5
             yield DeltaRun(
                 PACKED_CLASSES[code],
                 base + position if view else events[position].seq,
                 turn,
                 step,
                 index,
-                fields[0] if code == _TOOL_CALL else None,
+                fields[0] if code == TOOL_CALL_CODE else None,
                 [item[0] for item in run],
                 [item[text] for item in run],
             )

@@ -132,10 +132,14 @@ def _elide(message: Message, notes: dict[str, str]) -> Message:
     )
 
 
+#: The data of the events that contribute a user message as it is.
+_USER_DATA = (UserMessage, SteeringMessage)
+
+
 def _project(event: SessionEvent) -> Message | None:
     """The message an event contributes to model history, if any."""
     data = event.data
-    if isinstance(data, UserMessage | SteeringMessage):
+    if isinstance(data, _USER_DATA):
         return Message("user", data.content)
     if isinstance(data, AssistantMessage):
         return Message("assistant", data.content)
@@ -424,7 +428,8 @@ class Session:
 
     def _add(self, name: str, data: EventData, now: float) -> SessionEvent:
         event = SessionEvent(name, len(self._events), now, data)
-        self._events.append(pack(event))
+        packed = pack_data(name, now, data)  # what pack(event) keeps, without reading it back
+        self._events.append(event if packed is None else packed)
         if self._hooks is not None:
             self._hooks.session_event(self, event)
         return event

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -67,6 +68,12 @@ GUARDED_EFFECTS: tuple[Effect, ...] = ("write", "execute")
 #: The config section of the permission policy; the core reads it only when no policy is loaded.
 POLICY_SECTION = "permissions"
 
+#: The content blocks a tool's result is made of; what an outcome's code may be.
+_BLOCKS, _CODES = (Text, Image), (str, type(None))
+
+#: A registry entry's tool, and a tool's schema.
+_TOOL, _SCHEMA = itemgetter(0), attrgetter("schema")
+
 #: The tool names every model API accepts; the registry refuses others.
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -102,7 +109,7 @@ def as_content(value: object) -> tuple[Text | Image, ...]:
 
 
 def _is_block(value: object) -> bool:
-    return isinstance(value, Text | Image)
+    return isinstance(value, _BLOCKS)
 
 
 def _checked_block(block: Text | Image) -> Text | Image:
@@ -371,7 +378,7 @@ class ToolRegistry:
         return None if found is None else found[1]
 
     def schemas(self) -> tuple[ToolSchema, ...]:
-        return tuple(tool.schema for tool, _ in self._tools.values())
+        return tuple(map(_SCHEMA, map(_TOOL, self._tools.values())))  # in C: every step
 
     def timeout_of(self, tool: Tool) -> float | None:
         """How long one call of ``tool`` may run, in seconds (``None``: unbounded)."""
@@ -507,7 +514,7 @@ def _fields_problem(outcome: Any) -> str | None:
             _checked_block(block)
     except ToolError as exc:
         return exc.message.replace("the tool returned ", "")
-    if not isinstance(outcome.is_error, bool) or not isinstance(outcome.code, str | None):
+    if not isinstance(outcome.is_error, bool) or not isinstance(outcome.code, _CODES):
         return f"an is_error or code of the wrong type ({outcome.is_error!r}, {outcome.code!r})"
     return None
 

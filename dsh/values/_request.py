@@ -52,3 +52,22 @@ class LlmRequest(Value):
     response_format: ResponseFormat | None = None
     session_id: str | None = None
     purpose: str | None = None
+
+    def with_tools(self, tools: tuple[ToolSchema, ...]) -> LlmRequest:
+        """This request offering ``tools`` instead: ``attrs.evolve(self, tools=tools)`` without
+        attrs' walk over the fields by name (an agent's tool set filters every step's
+        request)."""
+        return LlmRequest(
+            self.model,
+            self.messages,
+            self.system,
+            tools,
+            self.temperature,
+            self.max_tokens,
+            self.stop,
+            self.reasoning_effort,
+            self.thinking,
+            self.response_format,
+            self.session_id,
+            self.purpose,
+        )

@@ -48,20 +48,24 @@ def estimate_text(text: str) -> int:
     return (ascii_chars + 3) // 4 + (2 * (len(text) - ascii_chars) + 2) // 3
 
 
+#: The blocks estimated by their text.
+_TEXTS = (Text, Reasoning)
+
+
 def _block_tokens(block: Block) -> int:
-    if isinstance(block, Text | Reasoning):
+    if isinstance(block, _TEXTS):
         return estimate_text(block.text)
     if isinstance(block, ToolCall):
         return estimate_text(block.name) + estimate_text(block.arguments) + MESSAGE_OVERHEAD
     if isinstance(block, ToolResult):
-        return sum(_block_tokens(b) for b in block.content) + MESSAGE_OVERHEAD
+        return sum(map(_block_tokens, block.content)) + MESSAGE_OVERHEAD
     assert isinstance(block, Image)
     return IMAGE_TOKENS
 
 
 def message_tokens(message: Message) -> int:
     """The estimated tokens of one message, framing included."""
-    return MESSAGE_OVERHEAD + sum(_block_tokens(b) for b in message.content)
+    return MESSAGE_OVERHEAD + sum(map(_block_tokens, message.content))
 
 
 def schema_tokens(tool: ToolSchema) -> int:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-from attrs import evolve
 
 from dsh.plugin import (
     Block,
@@ -61,9 +60,14 @@ def request_body(
     body: dict[str, Any] = {
         "model": model,
         "messages": wire_messages(request, serialize or wire_message),
-        "stream": True,
-        "stream_options": {"include_usage": True},
     }
+    body.update(_options(request))
+    return body
+
+
+def _options(request: LlmRequest) -> dict[str, Any]:
+    """The body's fields after ``model`` and ``messages``, in order."""
+    body: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
     if request.thinking is not None:
         body["thinking"] = {"type": "enabled" if request.thinking else "disabled"}
     if request.reasoning_effort is not None and request.thinking is not False:
@@ -109,22 +113,24 @@ def encode_body(request: LlmRequest, model: str, encoded: Sequence[str]) -> str:
     (as for any client that sends a whole conversation); the adapter encodes each message once
     and joins the encoded messages here.
     """
-    body = request_body(evolve(request, messages=()), model)
-    head = wire_json({"model": body.pop("model")})[:-1]
-    parts = [wire_json(wire) for wire in body.pop("messages")]
+    head = wire_json({"model": model})[:-1]
+    parts = [wire_json(wire) for wire in _system(request)]
     parts.extend(filter(None, encoded))  # in C: the history is long, and sent every step
-    return f'{head},"messages":[{",".join(parts)}],{wire_json(body)[1:]}'
+    return f'{head},"messages":[{",".join(parts)}],{wire_json(_options(request))[1:]}'
 
 
 def wire_messages(request: LlmRequest, serialize: Serializer) -> list[WireMessage]:
     """The system prompt, then the history, one or more wire messages per dsh message."""
-    out: list[WireMessage] = []
-    if request.system:
-        out.append({"role": "system", "content": request.system})
+    out = _system(request)
     passback = passes_reasoning_back(request)
     for message in request.messages:
         out.extend(serialize(message, passback))
     return out
+
+
+def _system(request: LlmRequest) -> list[WireMessage]:
+    """The wire message of the system prompt, if there is one."""
+    return [{"role": "system", "content": request.system}] if request.system else []
 
 
 def passes_reasoning_back(request: LlmRequest) -> bool:
@@ -181,6 +187,10 @@ def _assistant(blocks: tuple[Block, ...], passback: bool) -> WireMessage:
     return wire
 
 
+#: The blocks a user message carries besides tool results.
+_USER_BLOCKS = (Text, Image)
+
+
 def _user(blocks: tuple[Block, ...]) -> list[WireMessage]:
     """Tool results become ``tool`` messages; the other blocks stay a user message, in order."""
     out: list[WireMessage] = []
@@ -190,7 +200,7 @@ def _user(blocks: tuple[Block, ...]) -> list[WireMessage]:
             out.extend(_user_content(pending))
             pending = []
             out.append(_tool_result(block))
-        elif isinstance(block, Text | Image):
+        elif isinstance(block, _USER_BLOCKS):
             pending.append(block)
     out.extend(_user_content(pending))
     return out

@@ -195,10 +195,12 @@ class ChunkTranslator:
                     plain, delta = False, None
                 if plain:
                     content = delta.get("content")
+                    into: _Block | None = None
+                    kind: type[TextDelta] | type[ReasoningDelta] = TextDelta
+                    piece = content
                     if (
                         content
                         and content.__class__ is str
-                        and self._text is not None
                         # a delta of text alone (DeepSeek's): nothing more to ask
                         and (
                             len(delta) == 1
@@ -208,28 +210,22 @@ class ChunkTranslator:
                             )
                         )
                     ):
-                        if self._text is not block:
-                            if block is not None:
-                                block.parts += texts
-                            block, texts = self._text, [content]
-                            out.append(Deltas(TextDelta, block.index, texts))
-                        else:
-                            texts.append(content)
-                        continue
-                    if (
+                        into = self._text
+                    elif (
                         content is None
                         and (reasoning := delta.get("reasoning_content"))
                         and reasoning.__class__ is str
-                        and self._reasoning is not None
                         and not delta.get("tool_calls")
                     ):
-                        if self._reasoning is not block:
+                        into, kind, piece = self._reasoning, ReasoningDelta, reasoning
+                    if into is not None:  # its block is open: the delta joins a run
+                        if into is not block:
                             if block is not None:
                                 block.parts += texts
-                            block, texts = self._reasoning, [reasoning]
-                            out.append(Deltas(ReasoningDelta, block.index, texts))
+                            block, texts = into, [piece]
+                            out.append(Deltas(kind, into.index, texts))
                         else:
-                            texts.append(reasoning)
+                            texts.append(piece)
                         continue
                 if block is not None:
                     block.parts += texts

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from dsh.llm._assembler import AssembledMessage, BlockAssembler
-from dsh.llm._batches import ChunkBatch, ChunkBatches, ChunkView, Deltas, expand
+from dsh.llm._batches import ChunkBatch, ChunkBatches, ChunkView, Deltas
 from dsh.llm._prompt import PromptAssembly, render
 from dsh.loop._dispatch import ToolDispatch, with_unique_call_ids
 from dsh.loop._failures import StepFailed, adapter_error, failed_finish, failure_of
@@ -183,10 +183,10 @@ class Step:
             done = 0
             try:
                 for item in batch:
-                    if item.__class__ is Deltas:
+                    if isinstance(item, Deltas):
                         push_deltas(item)
                     else:
-                        push(item)  # type: ignore[arg-type]
+                        push(item)
                     done += 1
             except BaseException:
                 # Logged and observed as far as record would have gone: to the chunk the
@@ -201,11 +201,12 @@ class Step:
 
         def deliver(batch: ChunkBatch) -> None:
             log_batch(batch)
+            chunks = ChunkView(batch)  # the runs' deltas built once, if an observer reads them
             if per_chunk:
-                for chunk in expand(batch):
+                for chunk in chunks:
                     observe(agent, turn, step, chunk)
             if per_batch:
-                observe_batch(agent, turn, step, ChunkView(batch))
+                observe_batch(agent, turn, step, chunks)
 
         log_batch = session.chunk_batch_log(turn, step)
         try:

@@ -23,6 +23,7 @@ from dsh.session._log import (
     DeltaRun,
     EventLog,
     Packed,
+    delta_run,
     run_key,
     runs,
 )
@@ -223,25 +224,6 @@ def _run_row(run: DeltaRun) -> dict[str, Any]:
     return row
 
 
-def _packed_run_row(seq: int, run: list[Packed]) -> dict[str, Any]:
-    """:func:`_run_row` of the run of packed deltas ``run``, the first at ``seq``."""
-    _, turn, step, code, index, *fields = run[0]
-    text = 6 if code == TOOL_CALL_CODE else 5
-    row: dict[str, Any] = {
-        "packed": RUN_KINDS[PACKED_CLASSES[code]],
-        "seq": seq,
-        "turn": turn,
-        "step": step,
-        "index": index,
-        "times": [packed[0] for packed in run],
-        "texts": [packed[text] for packed in run],
-    }
-    call_id = fields[0] if code == TOOL_CALL_CODE else None
-    if call_id is not None:
-        row["id"] = call_id
-    return row
-
-
 class EventCodec:
     """Encodes and decodes session events by their registered type.
 
@@ -325,7 +307,7 @@ class EventCodec:
                         break
                     end += 1
             if end - position > 1:
-                out.append(_packed_run_row(position, cast("list[Packed]", kept[position:end])))
+                out.append(_run_row(delta_run(position, cast("list[Packed]", kept[position:end]))))
             else:
                 out.append(self._encode_packed(position, item))
             position = end

@@ -66,6 +66,7 @@ __all__ = [
     "EventLog",
     "Packed",
     "PackedEvent",
+    "delta_run",
     "pack",
     "pack_chunk",
     "pack_data",
@@ -337,17 +338,23 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
             else:
                 yield (base + position, item) if view else events[position]
         else:
-            run = cast("list[Packed]", kept[position:stop])
-            _, turn, step, code, index, *fields = run[0]
-            text = 6 if code == TOOL_CALL_CODE else 5
-            yield DeltaRun(
-                PACKED_CLASSES[code],
-                base + position if view else events[position].seq,
-                turn,
-                step,
-                index,
-                fields[0] if code == TOOL_CALL_CODE else None,
-                [item[0] for item in run],
-                [item[text] for item in run],
-            )
+            seq = base + position if view else events[position].seq
+            yield delta_run(seq, cast("list[Packed]", kept[position:stop]))
         position = stop
+
+
+def delta_run(seq: int, run: list[Packed]) -> DeltaRun:
+    """The :class:`DeltaRun` of ``run``, packed deltas of one run (:func:`run_key`), the first
+    at ``seq``."""
+    _, turn, step, code, index, *fields = run[0]
+    text = 6 if code == TOOL_CALL_CODE else 5
+    return DeltaRun(
+        PACKED_CLASSES[code],
+        seq,
+        turn,
+        step,
+        index,
+        fields[0] if code == TOOL_CALL_CODE else None,
+        [item[0] for item in run],
+        [item[text] for item in run],
+    )

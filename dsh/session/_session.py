@@ -401,12 +401,12 @@ class Session:
         def log(chunks: Sequence[StreamChunk | Deltas]) -> None:
             when = now()
             for chunk in chunks:
-                if chunk.__class__ is Deltas:
+                if isinstance(chunk, Deltas):
                     extend(pack_deltas(when, turn, step, chunk))
                     continue
-                packed = pack_chunk(when, turn, step, chunk)  # type: ignore[arg-type]
+                packed = pack_chunk(when, turn, step, chunk)
                 if packed is None:
-                    add(name, AssistantChunk(turn, step, chunk), when)  # type: ignore[arg-type]
+                    add(name, AssistantChunk(turn, step, chunk), when)
                 else:
                     append(packed)
 

@@ -15,15 +15,17 @@ import importlib.metadata
 import inspect
 import os
 from collections.abc import Iterable
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import Any
 
 import pluggy
 from attrs import frozen
 
 from dsh._log import get_logger
+from dsh.hooks import _entrypoints
 from dsh.hooks import _specs as hookspecs
 from dsh.hooks._caller import HOOK_STYLES, HookRuntime, check_impl
+from dsh.hooks._entrypoints import entry_points
 from dsh.hooks._markers import PROJECT
 from dsh.values._errors import PluginLoadError
 from dsh.values._value import Value
@@ -186,8 +188,8 @@ class Plugins:
         if not self.disabled:
             return []
         known = self._offered | self._installed
-        if not self.disabled <= known:  # reading every distribution's entry points is slow
-            installed = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if not self.disabled <= known:  # all installed, whatever load_entrypoints was offered
+            installed = _entrypoints.entry_points(group=ENTRY_POINT_GROUP)
             known |= {ep.name for ep in installed}
         unknown = sorted(self.disabled - known)
         if unknown:

@@ -85,12 +85,12 @@ def _only_the_path_finder() -> bool:
 
 def _normalized_name(child: str) -> str | None:
     """The name importlib files the metadata directory ``child`` under: the part before the
-    first ``-``, lower-cased, each run of ``-``, ``_`` and ``.`` made one ``_``; ``None`` where
-    importlib reads the name from the metadata instead."""
+    first ``-``, lower-cased, each run of ``_`` and ``.`` made one ``_`` (PEP 503, with ``_`` for
+    ``-``); ``None`` where importlib reads the name from the metadata instead."""
     stem, suffix = os.path.splitext(child)
     if suffix not in _SUFFIXES:
         return None
-    name = stem.partition("-")[0].lower().replace("-", "_").replace(".", "_")
+    name = stem.partition("-")[0].lower().replace(".", "_")
     while "__" in name:
         name = name.replace("__", "_")
     return name or None

@@ -189,6 +189,17 @@ def test_a_directory_egg_on_the_path_is_read_by_importlib(tmp_path: Path) -> Non
     assert calls == [GROUP]
 
 
+def test_an_egg_inside_a_path_directory_is_read_by_importlib(tmp_path: Path) -> None:
+    site = build(tmp_path, [[("alpha", "-1.0", ".dist-info", "[dsh]\na = alpha:Plugin\n")]])
+    egg = Path(site[0]) / "eggy-1.0-py3.11.egg"
+    (egg / "EGG-INFO").mkdir(parents=True)
+    (egg / "EGG-INFO" / "PKG-INFO").write_text("Name: eggy\nVersion: 1.0\n")
+    (egg / "EGG-INFO" / "entry_points.txt").write_text("[dsh]\neggy = eggy:Plugin\n")
+    fast, reference, calls = both(site)
+    assert fast == reference
+    assert calls == [GROUP]
+
+
 @pytest.mark.parametrize("odd", ["Odd-1.0.DIST-INFO", "-1.0.dist-info", "..dist-info"])
 def test_a_metadata_directory_importlib_names_from_its_metadata_is_left_to_importlib(
     tmp_path: Path, odd: str

@@ -19,10 +19,11 @@ the version or the metadata file's kind; a ``*.dist-info`` that is a file, or th
 Where it cannot be sure to find what importlib finds it returns importlib's answer instead: a
 ``sys.path`` entry that is not a directory name (a zip file or an egg file, which importlib
 reads as an archive, or not a ``str``), a directory egg (``*.egg``, whose metadata importlib
-names from its ``PKG-INFO``), a metadata directory whose name importlib reads from its metadata
-(an upper-case suffix, no name before the version), or a finder on ``sys.meta_path`` other
-than the standard path finder that offers ``find_distributions`` (it could add distributions
-of its own; setuptools' editable-install finder offers none).
+names from its ``PKG-INFO``, on the path or inside one of its directories), a metadata directory
+whose name importlib reads from its metadata (an upper-case suffix, no name before the version),
+or a finder on ``sys.meta_path`` other than the standard path finder that offers
+``find_distributions`` (it could add distributions of its own; setuptools' editable-install
+finder offers none).
 
 It differs in one way, on purpose: importlib raises when any distribution's ``entry_points.txt``
 is not UTF-8 or has a line without ``=``, whichever group that line is in; this reads only the
@@ -62,7 +63,10 @@ def entry_points(group: str) -> EntryPoints:
         except Exception:  # a file (importlib reads it as a zip archive), or unreadable
             return importlib.metadata.entry_points(group=group)
         for child in children:
-            if not child.lower().endswith(_SUFFIXES):
+            low = child.lower()
+            if low.endswith(".egg"):  # an egg inside the directory: importlib reads its PKG-INFO
+                return importlib.metadata.entry_points(group=group)
+            if not low.endswith(_SUFFIXES):
                 continue
             name = _normalized_name(child)
             if name is None:

@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
-from importlib.metadata import entry_points
 from typing import Any
 
 from dsh._log import configure_logging
@@ -26,6 +25,7 @@ from dsh.app._configdoc import masked_config
 from dsh.app._harness import Command, Harness
 from dsh.app._userconfig import UserConfigError
 from dsh.hooks._caller import HOOK_STYLES
+from dsh.hooks._entrypoints import entry_points
 from dsh.hooks._loading import ENTRY_POINT_GROUP
 from dsh.llm._service import ANY_MODEL, ModelInfo
 from dsh.loop import _recovery as recovery

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncGenerator
-from importlib.metadata import entry_points
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from dsh.hooks._entrypoints import entry_points
 from dsh.values._errors import DshError
 
 if TYPE_CHECKING:

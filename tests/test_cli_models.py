@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from importlib.metadata import Distribution
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from dsh.llm._service import ModelInfo
 from dsh.testing import ScriptedAdapter, text_response
 from dsh.values._request import ToolSchema
 from dsh.values._tokens import Price
+from tests.helpers import make_dist
 from tests.test_cli_sessions import crash_in_a_turn, run_agent
 
 pytestmark = pytest.mark.usefixtures("cli_workdir")
@@ -229,7 +231,7 @@ def test_resume_uses_the_sessions_model_then_the_default(
 
 
 def test_plugins_in_process_and_third_party_tools(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("DSH_DISABLE_PLUGINS", "retry,nope")
     assert main(["plugins"]) == 0
@@ -241,10 +243,12 @@ def test_plugins_in_process_and_third_party_tools(
     ]
     from dsh import Harness
     from dsh.cli import _tool_source
-    from dsh.hooks._loading import PluginInfo
+    from dsh.hooks._loading import DistributionInfo, PluginInfo
 
+    make_dist(tmp_path, "acme-tools", {}, {})
+    acme = DistributionInfo(Distribution.at(tmp_path / "acme-tools-1.0.dist-info"))
     harness = Harness(load_entrypoints=False)
-    harness.plugins.register(Extras([]), "acme", PluginInfo("acme", "acme-tools", "1.0"))
+    harness.plugins.register(Extras([]), "acme", PluginInfo("acme", acme))
     assert _tool_source(harness, "acme") == "plugin acme (acme-tools)"
 
 

@@ -50,12 +50,14 @@ def test_an_entry_point_without_a_distribution_loads_without_one(
 
 
 class CountingDist(Distribution):
-    """A distribution whose metadata file counts its reads."""
+    """A distribution of two plugins whose metadata file counts its reads."""
 
     def __init__(self) -> None:
         self.reads = 0
 
     def read_text(self, filename: str) -> str | None:
+        if filename == "entry_points.txt":
+            return "[dsh]\nfirst = tests.test_plugins:Host\nsecond = tests.test_plugins:Host\n"
         if filename in ("METADATA", "PKG-INFO"):
             self.reads += 1
             return "Metadata-Version: 2.1\nName: counted\nVersion: 2.0\n"
@@ -65,12 +67,22 @@ class CountingDist(Distribution):
         raise NotImplementedError
 
 
-def test_a_distribution_is_read_once_for_all_its_plugins() -> None:
-    plugins, dist = Plugins(), CountingDist()
-    assert plugins._distribution(dist) == ("counted", "2.0")
+def test_a_distribution_is_read_once_for_all_its_plugins_and_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dist = CountingDist()
+    made = dist.entry_points.select(group=ENTRY_POINT_GROUP)
+    monkeypatch.setattr(dsh.hooks._loading, "entry_points", lambda group: made)
+    plugins = Plugins()
+    plugins.load_entrypoints()
+    assert plugins.names() == ["first", "second"]
+    assert dist.reads == 0  # loading reads no metadata
+    first, second = plugins.info["first"], plugins.info["second"]
+    assert first.source is second.source
+    assert (first.distribution, first.version) == ("counted", "2.0")
     reads = dist.reads
-    assert plugins._distribution(dist) == ("counted", "2.0")
-    assert dist.reads == reads  # the second plugin of the distribution parses nothing
+    assert (second.distribution, second.version) == ("counted", "2.0")
+    assert dist.reads == reads == 1  # the second plugin of the distribution parses nothing
 
 
 async def test_strict_mode_makes_a_broken_plugin_fatal(dists: Path) -> None:

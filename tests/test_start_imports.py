@@ -5,6 +5,7 @@ a start ~0.3-2 ms of CPU when imported for nothing)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -101,12 +102,21 @@ asyncio.run(main())
 """
 
 
-def run(tmp_path: Path, code: str, *args: str) -> dict[str, Any]:
+def child_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a child process: this tree, every plugin, no user configuration."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(tmp_path / "data")}
     env.pop("DSH_DISABLE_PLUGINS", None)
     env.pop("DSH_CONFIG", None)
+    return env
+
+
+def run(tmp_path: Path, code: str, *args: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True, text=True
+        [sys.executable, "-c", code, *args],
+        cwd=tmp_path,
+        env=child_env(tmp_path),
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
@@ -180,3 +190,39 @@ def test_a_call_parked_for_approval_loads_the_approvals_and_runs_once_allowed(
     assert report["imported"] == ["dsh.values._approval"]
     assert report["results"] == [["hi\n[exit code 0]"]]
     assert "approval/decided" in report["events"]
+
+
+#: A harness started and closed: prints whether the metadata parser (``email.parser``) was
+#: imported, then a plugin's distribution and version, read on demand, and whether it then was.
+PLUGIN_INFO = """
+import asyncio, json, sys
+from dsh import Harness
+
+async def main():
+    async with Harness() as h:
+        pass
+    started = "email.parser" in sys.modules
+    info = h.plugins.info["tools_fs"]
+    print(json.dumps({
+        "started": started,
+        "distribution": [info.distribution, info.version],
+        "asked": "email.parser" in sys.modules,
+    }))
+
+asyncio.run(main())
+"""
+
+
+def test_a_start_reads_no_distribution_metadata_until_it_is_asked_for(tmp_path: Path) -> None:
+    expected = ["dsh-harness", importlib.metadata.version("dsh-harness")]
+    report = run(tmp_path, PLUGIN_INFO)
+    assert report == {"started": False, "distribution": expected, "asked": True}
+    listed = subprocess.run(
+        [sys.executable, "-m", "dsh", "plugins"],
+        cwd=tmp_path,
+        env=child_env(tmp_path),
+        capture_output=True,
+        text=True,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert f"tools_fs                 {' '.join(expected)}" in listed.stdout.splitlines()

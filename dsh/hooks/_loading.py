@@ -11,24 +11,33 @@ are.
 
 from __future__ import annotations
 
-import importlib.metadata
 import inspect
 import os
 from collections.abc import Iterable
-from importlib.metadata import EntryPoint, entry_points
+from functools import cached_property
+from importlib.metadata import Distribution, EntryPoint
 from typing import Any
 
 import pluggy
 from attrs import frozen
 
 from dsh._log import get_logger
+from dsh.hooks import _entrypoints
 from dsh.hooks import _specs as hookspecs
 from dsh.hooks._caller import HOOK_STYLES, HookRuntime, check_impl
+from dsh.hooks._entrypoints import entry_points
 from dsh.hooks._markers import PROJECT
 from dsh.values._errors import PluginLoadError
 from dsh.values._value import Value
 
-__all__ = ["ENTRY_POINT_GROUP", "LoadFailure", "PluginInfo", "Plugins", "disabled_from_env"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "DistributionInfo",
+    "LoadFailure",
+    "PluginInfo",
+    "Plugins",
+    "disabled_from_env",
+]
 
 ENTRY_POINT_GROUP = "dsh"
 #: The name prefix of the core's own hook implementations (not plugins: `names` leaves them out).
@@ -44,11 +53,43 @@ def disabled_from_env() -> frozenset[str]:
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
 
 
+class DistributionInfo:
+    """The name and version of a distribution that ships plugins, read from its metadata the
+    first time either is asked for (``dsh plugins``, a plugin that fails to load), and once for
+    all its plugins (dsh's own ships many): parsing the metadata imports :mod:`email`, which a
+    start of dsh never needs otherwise."""
+
+    def __init__(self, dist: Distribution) -> None:
+        self.dist = dist
+
+    @cached_property
+    def _metadata(self) -> tuple[str, str]:
+        metadata = self.dist.metadata  # once: ``dist.name`` and ``dist.version`` each parse it
+        return metadata["Name"], metadata["Version"]
+
+    @property
+    def name(self) -> str:
+        return self._metadata[0]
+
+    @property
+    def version(self) -> str:
+        return self._metadata[1]
+
+
 @frozen(repr=False, eq=False)
 class PluginInfo(Value):
+    """A plugin's name and the distribution it came from (``None``: the host registered it)."""
+
     name: str
-    distribution: str | None = None
-    version: str | None = None
+    source: DistributionInfo | None = None
+
+    @property
+    def distribution(self) -> str | None:
+        return None if self.source is None else self.source.name
+
+    @property
+    def version(self) -> str | None:
+        return None if self.source is None else self.source.version
 
 
 @frozen(repr=False, eq=False)
@@ -120,7 +161,7 @@ class Plugins:
         self.failures: list[LoadFailure] = []
         self._offered: set[str] = set()  # every name a plugin was offered under
         self._installed: set[str] = set()  # the entry points load_entrypoints found
-        self._distributions: dict[importlib.metadata.Distribution, tuple[str, str]] = {}
+        self._sources: dict[Distribution, DistributionInfo] = {}
         for name in self.disabled:
             self.pm.set_blocked(name)
 
@@ -186,8 +227,8 @@ class Plugins:
         if not self.disabled:
             return []
         known = self._offered | self._installed
-        if not self.disabled <= known:  # reading every distribution's entry points is slow
-            installed = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if not self.disabled <= known:  # all installed, whatever load_entrypoints was offered
+            installed = _entrypoints.entry_points(group=ENTRY_POINT_GROUP)
             known |= {ep.name for ep in installed}
         unknown = sorted(self.disabled - known)
         if unknown:
@@ -200,8 +241,7 @@ class Plugins:
         return unknown
 
     def _load(self, ep: EntryPoint) -> None:
-        dist = ep.dist
-        info = PluginInfo(ep.name, *self._distribution(dist))
+        info = PluginInfo(ep.name, self._source(ep.dist))
         try:
             self.register(ep.load(), ep.name, info)
         except Exception as exc:
@@ -218,17 +258,13 @@ class Plugins:
                     f"plugin {ep.name!r} from {info.distribution} failed to load: {message}"
                 ) from exc
 
-    def _distribution(
-        self, dist: importlib.metadata.Distribution | None
-    ) -> tuple[str | None, str | None]:
-        """The name and version of ``dist``, read once per distribution: each read parses its
-        metadata file, and one distribution (dsh's own) ships many plugins."""
+    def _source(self, dist: Distribution | None) -> DistributionInfo | None:
+        """The one :class:`DistributionInfo` of ``dist`` for all the plugins it ships."""
         if dist is None:
-            return None, None
-        found = self._distributions.get(dist)
+            return None
+        found = self._sources.get(dist)
         if found is None:
-            metadata = dist.metadata  # once: ``dist.name`` and ``dist.version`` each parse it
-            found = self._distributions[dist] = (metadata["Name"], metadata["Version"])
+            found = self._sources[dist] = DistributionInfo(dist)
         return found
 
     def names(self) -> list[str]:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh.values._content import Message, Text
-from dsh.values._memo import HistoryMemo
+from dsh.values._memo import HistoryMemo, HistoryTotal
 from dsh.values._request import LlmRequest
 from dsh.values._tokens import TokenMeter, estimate_tokens, message_tokens
 
@@ -107,6 +107,38 @@ def test_results_equal_computing_afresh(
     fresh = Counting()
     for history, key in zip(plan, keys, strict=False):
         assert memo.results(key, history) == [fresh(m) for m in history]
+
+
+def test_a_total_adds_the_new_messages_of_a_grown_history_and_sums_a_rewritten_one() -> None:
+    each = Counting()
+    totals = HistoryTotal(each, limit=6)
+    assert totals.total("s", POOL[:3]) == 0 + 2 + 4
+    assert totals.total("s", POOL[:5]) == 0 + 2 + 4 + 6 + 8
+    assert each.calls == list(POOL[:5])  # grown: only its new messages
+    assert totals.total("s", POOL[1:3]) == 2 + 4  # rewritten: summed afresh
+    assert len(each.calls) == 7
+    assert totals.total(None, POOL[:2]) == 2 and "s" in totals and len(totals) == 1
+    totals.total("t", POOL[:5])  # 7 held: "s", used least recently, is forgotten
+    assert "s" not in totals and len(totals) == 1
+    totals.forget("t")
+    totals.forget("unknown")
+    assert len(totals) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    histories,
+    st.lists(st.sampled_from(["a", "b", None]), min_size=12, max_size=12),
+    st.integers(1, 20),
+)
+def test_totals_equal_summing_afresh(
+    plan: list[list[Message]], keys: list[str | None], limit: int
+) -> None:
+    """The reference: the sum of ``each`` over the whole history, every time."""
+    totals = HistoryTotal(Counting(), limit=limit)
+    fresh = Counting()
+    for history, key in zip(plan, keys, strict=False):
+        assert totals.total(key, history) == sum(fresh(m) for m in history)
 
 
 def test_the_token_meter_estimates_each_message_of_a_session_once() -> None:

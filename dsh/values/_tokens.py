@@ -18,7 +18,7 @@ from attrs import field, frozen
 from dsh.values._chunks import TokenUsage
 from dsh.values._config import at_least
 from dsh.values._content import Block, Image, Message, Reasoning, Text, ToolCall, ToolResult
-from dsh.values._memo import HistoryMemo
+from dsh.values._memo import HistoryTotal
 from dsh.values._request import LlmRequest, ToolSchema
 from dsh.values._value import Value
 
@@ -202,8 +202,8 @@ class TokenMeter:
         self.bounds = bounds
         self.factors: dict[str, float] = {}
         # A history is estimated again at every step; each message only once (per session:
-        # a step's history is the last one plus its new messages).
-        self._messages: HistoryMemo[int] = HistoryMemo(message_tokens)
+        # a step's history is the last one plus its new messages, added to the last total).
+        self._messages = HistoryTotal(message_tokens)
         self._tool_tokens: dict[tuple[str, int], int] = {}
 
     def factor(self, model: str) -> float:
@@ -212,7 +212,7 @@ class TokenMeter:
     def raw(self, request: LlmRequest) -> int:
         """:func:`estimate_tokens`, with per-message and per-tool estimates remembered."""
         total = estimate_text(request.system or "")
-        total += sum(self._messages.results(request.session_id, request.messages))
+        total += self._messages.total(request.session_id, request.messages)
         return total + sum(map(self._schema_tokens, request.tools))
 
     def forget(self, session_id: str) -> None:

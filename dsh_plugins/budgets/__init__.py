@@ -77,8 +77,12 @@ class BudgetExceeded(Value):
 #: spending was not seen as it happened: a log read back on resume).
 _BILLED = (AssistantMessage, HistorySummary, SubagentEnd)
 #: The events that change what a session spent (a chunk, most of a log, never does), and the
-#: link from a sub-agent's session to its parent's.
+#: link from a sub-agent's session to its parent's: what a seed is read for.
 _ACCOUNTED = (TurnStart, StepStart, SubagentParent, *_BILLED)
+#: What the plugin is told of as it is appended: the same but the steps, counted by
+#: ``dsh_agent_step_start`` (the loop logs a ``step/start`` and calls it at once). Observing
+#: ``step/start`` would make every step build an event the log otherwise keeps packed.
+_OBSERVED = (TurnStart, SubagentParent, *_BILLED)
 #: The limits that hold a family: what a sub-agent spends is spent by every agent above it.
 _FAMILY_LIMITS = frozenset(
     {"max_tokens_per_turn", "max_cost_per_turn", "max_tokens_per_session", "max_cost_per_session"}
@@ -175,7 +179,14 @@ class BudgetsPlugin:
                 spend.add(*bill)
 
     @hookimpl
-    @for_events(*_ACCOUNTED)
+    def dsh_agent_step_start(self, agent: Agent, turn: int, step: int) -> None:
+        """Count a step of the agent's session (its ``step/start`` is logged)."""
+        spend = self._spend.get(agent.session.id)
+        if spend is not None:
+            spend.steps += 1
+
+    @hookimpl
+    @for_events(*_OBSERVED)
     def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
         spend = self._spend.get(session.id)
         if spend is None:

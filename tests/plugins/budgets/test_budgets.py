@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh import AgentOptions, Continuation, Harness, Tool
 from dsh.session._session import Session
@@ -113,11 +117,11 @@ async def test_no_limits_and_stopped_turns_are_left_alone() -> None:
 
 
 def test_events_of_sessions_it_never_saw_are_ignored() -> None:
-    from dsh.session._session import Session
-    from dsh.values._events import SessionEvent, StepStart
-
     plugin = BudgetsPlugin()
-    plugin.dsh_session_event(Session("x"), SessionEvent("step/start", 0, 0.0, StepStart(1, 1)))
+    session = Session("x")
+    plugin.dsh_session_event(session, SessionEvent("turn/start", 0, 0.0, TurnStart(1)))
+    agent: Any = SimpleNamespace(session=session)
+    plugin.dsh_agent_step_start(agent, 1, 1)
     assert plugin.spent("x") is None
 
 
@@ -168,3 +172,52 @@ def test_a_model_call_that_reported_no_usage_counts_as_no_spend() -> None:
     plugin.dsh_session_created(Session("s", seed))
     spent = plugin.spent("s")
     assert spent is not None and (spent.turn, spent.tokens, spent.cost) == (1, 0, 0.0)
+
+
+# -- what the plugin keeps as a session runs is what its log says ----------------------------
+
+
+def replayed(plugin: BudgetsPlugin, session: Session) -> Any:
+    """The reference: what a session spent, read back from its whole log (as a resumed
+    session's seed is), with ``plugin``'s prices."""
+    reader = BudgetsPlugin()
+    reader.prices = plugin.prices
+    reader.dsh_session_created(Session(session.id, session.events))
+    return reader.spent(session.id)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    turns=st.lists(st.integers(0, 4), min_size=1, max_size=4),
+    limit=st.none() | st.integers(1, 3),
+    resume_after=st.none() | st.integers(1, 3),
+)
+def test_the_steps_and_spending_kept_are_those_the_log_says(
+    turns: list[int], limit: int | None, resume_after: int | None
+) -> None:
+    """Steps are counted from ``dsh_agent_step_start``, spending from the events observed:
+    after every turn (and across a resume) both are what a replay of the log finds."""
+
+    async def scenario() -> None:
+        store = MemoryStore()
+        config = {"max_steps_per_turn": limit, "prices": {"m": {"input": 1.0, "output": 2.0}}}
+        h, plugin = await make({k: v for k, v in config.items() if v is not None}, store)
+        script = [
+            reply for calls in turns for reply in [*endless_tool_loop(calls), text_response("ok")]
+        ]
+        h.llm.register_adapter(["m"], ScriptedAdapter(script))
+        agent = h.agent_loop.create("a", AgentOptions(model="m"), session_id="s")
+        for number in range(len(turns)):
+            if number == resume_after:
+                await h.close()
+                h, plugin = await make({k: v for k, v in config.items() if v is not None}, store)
+                answered = len(data_of(agent.session.events, AssistantMessage))
+                h.llm.register_adapter(["m"], ScriptedAdapter(script[answered:]))
+                agent = await h.agent_loop.resume("s", AgentOptions(model="m"))
+                assert plugin.spent("s") == replayed(plugin, agent.session)
+            agent.send(f"turn {number}")
+            await agent.wait_idle()
+            assert plugin.spent("s") == replayed(plugin, agent.session)
+        await h.close()
+
+    asyncio.run(scenario())

@@ -62,6 +62,8 @@ RARE = (
     "dsh.values._approval",
     "dsh_plugins.llm_providers.profiles",
     "dsh_plugins.permissions.commands",
+    "dsh_plugins.tools_fs.files",
+    "dsh_plugins.tools_shell.process",
 )
 
 
@@ -147,7 +149,7 @@ def test_a_file_tool_that_changes_a_file_loads_the_checkpoints_and_records(
     ]
     config = {"permissions": {"mode": "workspace-write"}}
     report = turn(tmp_path, config, script)
-    assert report["imported"] == ["dsh.session._rewind"]
+    assert report["imported"] == ["dsh.session._rewind", "dsh_plugins.tools_fs.files"]
     assert report["results"] == [["created a.txt (3 bytes, 1 lines)"]]
     assert "file/changed" in report["events"]
     assert (tmp_path / "a.txt").read_text() == "one"
@@ -161,10 +163,14 @@ def test_a_configured_provider_loads_the_profiles_and_is_served(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    ("command", "result"), [("echo hi", "hi"), ("ls", "Error: permission denied")]
+    ("command", "result", "ran"),
+    [
+        ("echo hi", "hi", ["dsh_plugins.tools_shell.process"]),
+        ("ls", "Error: permission denied", []),
+    ],
 )
 def test_a_rule_judging_a_command_loads_the_command_parser_and_applies(
-    tmp_path: Path, command: str, result: str
+    tmp_path: Path, command: str, result: str, ran: list[str]
 ) -> None:
     rules = [{"tool": "shell", "match": "echo *", "action": "allow"}]
     config = {"permissions": {"mode": "read-only", "rules": rules}}
@@ -173,7 +179,8 @@ def test_a_rule_judging_a_command_loads_the_command_parser_and_applies(
         ["text_response", "ran"],
     ]
     report = turn(tmp_path, config, script)
-    assert report["imported"] == ["dsh_plugins.permissions.commands"]
+    # The shell tool's process runner loads with the first command it runs.
+    assert report["imported"] == ["dsh_plugins.permissions.commands", *ran]
     assert report["results"][0][0].startswith(result)
 
 
@@ -187,7 +194,7 @@ def test_a_call_parked_for_approval_loads_the_approvals_and_runs_once_allowed(
         ["text_response", "ran"],
     ]
     report = turn(tmp_path, config, script)
-    assert report["imported"] == ["dsh.values._approval"]
+    assert report["imported"] == ["dsh.values._approval"]  # while parked: no command ran yet
     assert report["results"] == [["hi\n[exit code 0]"]]
     assert "approval/decided" in report["events"]
 

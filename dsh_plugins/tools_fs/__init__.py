@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dsh.plugin import (
@@ -28,7 +29,6 @@ from dsh.plugin import (
     hookimpl,
     tool,
 )
-from dsh_plugins.tools_fs import files
 from dsh_plugins.tools_fs.config import SECTION, FsConfig
 
 if TYPE_CHECKING:
@@ -99,8 +99,18 @@ async def _changing(
     return "\n".join([done, *(f"note: {note}" for note in notes)])
 
 
+def _files() -> ModuleType:
+    """:mod:`dsh_plugins.tools_fs.files` (with its search and replace helpers), imported the
+    first time a tool runs."""
+    from dsh_plugins.tools_fs import files
+
+    return files
+
+
 def make_tools(config: FsConfig) -> list[Tool]:
-    """The eight file tools, with the caps of ``config``."""
+    """The eight file tools, with the caps of ``config``. What they do is in
+    :mod:`~dsh_plugins.tools_fs.files`, imported when a tool first runs: every harness
+    registers these tools, few runs call them."""
 
     @tool(effect="read", concurrency_safe=True)
     async def read_file(
@@ -117,6 +127,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
+        files = _files()
         name = files.display(target, root)
         return await asyncio.to_thread(files.read_text, target, name, offset, limit, config)
 
@@ -131,6 +142,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
+        files = _files()
         name = files.display(target, root)
         before = await asyncio.to_thread(files.prepare_write, target, name)
         return await _changing(
@@ -152,6 +164,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
+        files = _files()
         name = files.display(target, root)
         before, after, line = await asyncio.to_thread(files.prepare_edit, target, name, old, new)
         return await _changing(
@@ -170,6 +183,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
+        files = _files()
         name = files.display(target, root)
         before = await asyncio.to_thread(files.prepare_delete, target, name)
         return await _changing(
@@ -187,6 +201,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         source, target = confine(path, root), confine(to, root)
+        files = _files()
         name, to_name = files.display(source, root), files.display(target, root)
         content = await asyncio.to_thread(files.prepare_move, source, name, target, to_name)
         return await _changing(
@@ -205,6 +220,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
+        files = _files()
         name = files.display(target, root)
         return await asyncio.to_thread(files.list_entries, target, name, config)
 
@@ -216,6 +232,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         Args:
             pattern: The pattern, relative to the workspace root.
         """
+        files = _files()
         return await asyncio.to_thread(files.glob_paths, execution.workspace, pattern, config)
 
     @tool(effect="read", concurrency_safe=True)
@@ -229,6 +246,7 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
+        files = _files()
         return await files.grep_paths(root, target, pattern, config)
 
     return [read_file, write_file, edit_file, delete_file, move_file, list_dir, glob, grep]

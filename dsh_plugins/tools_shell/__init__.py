@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from dsh.plugin import HeadTail, Tool, ToolError, ToolExecution, get_logger, hookimpl, tool
 from dsh_plugins.tools_shell.config import BASE_ENV, SECRET_PATTERNS, SECTION, ShellConfig
 from dsh_plugins.tools_shell.environment import allowed, protect_process
-from dsh_plugins.tools_shell.process import Completed, run_command
 
 if TYPE_CHECKING:
     from dsh.plugin import Harness
+    from dsh_plugins.tools_shell.process import Completed
 
 __all__ = ["ShellConfig", "ShellToolPlugin", "make_shell_tool"]
 
@@ -60,6 +60,9 @@ def make_shell_tool(config: ShellConfig) -> Tool:
         env = allowed(os.environ, BASE_ENV + config.env_allow, SECRET_PATTERNS, config.env_set)
         output = HeadTail(config.max_output_bytes)
         argv = [executable, "-c", command]
+        # Imported at the first command: every harness registers the tool, few runs call it.
+        from dsh_plugins.tools_shell.process import run_command
+
         done = await run_command(
             argv, cwd=cwd, env=env, timeout_s=limit, grace_s=config.kill_grace_s, output=output
         )

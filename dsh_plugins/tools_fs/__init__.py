@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from dsh.plugin import (
@@ -99,14 +98,6 @@ async def _changing(
     return "\n".join([done, *(f"note: {note}" for note in notes)])
 
 
-def _files() -> ModuleType:
-    """:mod:`dsh_plugins.tools_fs.files` (with its search and replace helpers), imported the
-    first time a tool runs."""
-    from dsh_plugins.tools_fs import files
-
-    return files
-
-
 def make_tools(config: FsConfig) -> list[Tool]:
     """The eight file tools, with the caps of ``config``. What they do is in
     :mod:`~dsh_plugins.tools_fs.files`, imported when a tool first runs: every harness
@@ -127,7 +118,8 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
-        files = _files()
+        from dsh_plugins.tools_fs import files
+
         name = files.display(target, root)
         return await asyncio.to_thread(files.read_text, target, name, offset, limit, config)
 
@@ -142,7 +134,8 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
-        files = _files()
+        from dsh_plugins.tools_fs import files
+
         name = files.display(target, root)
         before = await asyncio.to_thread(files.prepare_write, target, name)
         return await _changing(
@@ -164,7 +157,8 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
-        files = _files()
+        from dsh_plugins.tools_fs import files
+
         name = files.display(target, root)
         before, after, line = await asyncio.to_thread(files.prepare_edit, target, name, old, new)
         return await _changing(
@@ -183,7 +177,8 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
-        files = _files()
+        from dsh_plugins.tools_fs import files
+
         name = files.display(target, root)
         before = await asyncio.to_thread(files.prepare_delete, target, name)
         return await _changing(
@@ -201,7 +196,8 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         source, target = confine(path, root), confine(to, root)
-        files = _files()
+        from dsh_plugins.tools_fs import files
+
         name, to_name = files.display(source, root), files.display(target, root)
         content = await asyncio.to_thread(files.prepare_move, source, name, target, to_name)
         return await _changing(
@@ -220,7 +216,8 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
-        files = _files()
+        from dsh_plugins.tools_fs import files
+
         name = files.display(target, root)
         return await asyncio.to_thread(files.list_entries, target, name, config)
 
@@ -232,7 +229,8 @@ def make_tools(config: FsConfig) -> list[Tool]:
         Args:
             pattern: The pattern, relative to the workspace root.
         """
-        files = _files()
+        from dsh_plugins.tools_fs import files
+
         return await asyncio.to_thread(files.glob_paths, execution.workspace, pattern, config)
 
     @tool(effect="read", concurrency_safe=True)
@@ -246,7 +244,8 @@ def make_tools(config: FsConfig) -> list[Tool]:
         """
         root = execution.workspace
         target = confine(path, root)
-        files = _files()
+        from dsh_plugins.tools_fs import files
+
         return await files.grep_paths(root, target, pattern, config)
 
     return [read_file, write_file, edit_file, delete_file, move_file, list_dir, glob, grep]

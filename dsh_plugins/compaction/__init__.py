@@ -20,7 +20,7 @@ compacted and retried once. ``await harness.compaction.compact(agent)`` compacts
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from attrs import evolve, field, frozen
@@ -164,7 +164,8 @@ class CompactionPlugin:
     def limits(self, model: str) -> tuple[int, int]:
         """The threshold and the target of ``model``, asking its adapter about it once (this
         runs before every request)."""
-        info = self._info(model)
+        harness = self._harness
+        info = harness.llm.model_info(model) if harness is not None else None  # _info, inline
         window = self._window(model, info)
         threshold = window - self._reserve(window, info)
         return threshold, min(threshold, int(window * self.config.low_water))
@@ -188,10 +189,14 @@ class CompactionPlugin:
 
     # -- hooks -----------------------------------------------------------------------------
     @hookimpl(trylast=True)
-    async def dsh_agent_request(
+    def dsh_agent_request(
         self, agent: Agent, turn: int, request: LlmRequest
-    ) -> LlmRequest | None:
-        """Compact when the request would not fit (runs last: it sees the final request)."""
+    ) -> Awaitable[LlmRequest] | None:
+        """Compact when the request would not fit (runs last: it sees the final request).
+
+        A ``def``, not an ``async def``: a request that fits (almost every one) is measured and
+        passed on (``None``) with no coroutine made; one to compact gets the compaction, an
+        awaitable of the compacted request, which the waterfall awaits."""
         if not self.config.enabled or request.purpose is not None:
             return None
         forced = agent.id in self._forced
@@ -200,10 +205,17 @@ class CompactionPlugin:
         limit, target = self.limits(request.model)
         if self.meter.estimate(request, raw) > limit or forced:
             reason = "overflow" if forced else "threshold"
-            await self._compact(agent, turn, request, reason, target)
-            request = evolve(request, messages=agent.session.derive_messages())
-            raw = self.meter.raw(request)
+            return self._compacted(agent, turn, request, reason, target)
         self._estimates[agent.session.id] = (request.model, raw)
+        return None
+
+    async def _compacted(
+        self, agent: Agent, turn: int, request: LlmRequest, reason: str, target: int
+    ) -> LlmRequest:
+        """``request`` with ``agent``'s history compacted (towards ``target`` tokens)."""
+        await self._compact(agent, turn, request, reason, target)
+        request = evolve(request, messages=agent.session.derive_messages())
+        self._estimates[agent.session.id] = (request.model, self.meter.raw(request))
         return request
 
     @hookimpl

@@ -20,7 +20,7 @@ mode does not read the whole log at every call: see :mod:`dsh_plugins.permission
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from attrs import evolve, frozen
@@ -40,13 +40,13 @@ from dsh.plugin import (
     get_logger,
     hookimpl,
 )
+from dsh_plugins.permissions._decisions import Decisions
 from dsh_plugins.permissions._modes import ModeTracker, scan_mode
 from dsh_plugins.permissions.policy import (
     Decision,
     Mode,
     PermissionsConfig,
     Rule,
-    decide,
     denial,
     summary,
 )
@@ -99,6 +99,7 @@ class PermissionsPlugin:
     def __init__(self) -> None:
         self._harness: Harness | None = None
         self._modes = ModeTracker()
+        self._decisions = Decisions()
 
     @hookimpl
     def dsh_register_config(
@@ -125,13 +126,14 @@ class PermissionsPlugin:
             return await call_next(execution)
         configured = harness.config.section(SECTION, PermissionsConfig)
         mode, source = effective_mode(configured, execution.agent, harness.family, self._modes.mode)
-        decision = decide(
-            configured if mode == configured.mode else evolve(configured, mode=mode),
+        decision = self._decisions.decide(
+            configured,
+            mode,
             tool.name,
             tool.effect,
-            _arguments(execution),
+            lambda: _arguments(execution),
             lambda: execution.workspace,
-            inherited_from=source,
+            source,
         )
         if decision.action == "ask":
             asking = decision
@@ -217,10 +219,12 @@ def effective_mode(
     if agent is None:
         return config.mode, None
     mode, source = own_mode(config, agent, logged), None
-    for above in _ancestors(agent, family):
+    above = family.parent_of(agent)
+    while above is not None:
         theirs = own_mode(config, above, logged)
         if _STRICTNESS[theirs] < _STRICTNESS[mode]:
             mode, source = theirs, above.id
+        above = family.parent_of(above)
     return mode, source
 
 
@@ -237,13 +241,6 @@ def own_mode(config: PermissionsConfig, agent: Agent, logged: LoggedMode = scan_
             "agent.set_permission_mode"
         )
     return mode
-
-
-def _ancestors(agent: Agent, family: Family) -> Iterator[Agent]:
-    above = family.parent_of(agent)
-    while above is not None:
-        yield above
-        above = family.parent_of(above)
 
 
 def _arguments(execution: ToolExecution) -> Any:

@@ -322,10 +322,10 @@ async def test_context_windows_and_skips() -> None:
     h, plugin = await make({"context_window": 7})
     assert plugin.context_window("anything") == 7
     agent_request = LlmRequest("m", (Message("user", (Text("x" * 100),)),), purpose="compaction")
-    assert await plugin.dsh_agent_request(_agent(h), 1, agent_request) is None
+    assert plugin.dsh_agent_request(_agent(h), 1, agent_request) is None
     await h.close()
     h, plugin = await make({"enabled": False})
-    assert await plugin.dsh_agent_request(_agent(h), 1, agent_request) is None
+    assert plugin.dsh_agent_request(_agent(h), 1, agent_request) is None
     assert CompactionConfig().enabled
     await h.close()
 

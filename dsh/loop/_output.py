@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, is_typeddict
 
 import attrs
-import cattrs
 from attrs import evolve, frozen
 
 from dsh.hooks._markers import Stop, hookimpl
-from dsh.session._codec import converter
+from dsh.session._codec import structure
 from dsh.tools._registry import ToolExecution, ToolOutcome
 from dsh.tools._schema import field_shape, shape_of, validate
 from dsh.values._agent import Continuation
@@ -102,6 +101,8 @@ class OutputSpec(Value):
         found = validate(value, self.schema)
         if found:
             return found
+        import cattrs  # imported with the converter that convert uses (dsh.session._codec)
+
         try:
             self.convert(self.unwrap(value))
         except cattrs.BaseValidationError as exc:  # a validator of the user's type refused it
@@ -132,7 +133,7 @@ def output_spec(output_type: object) -> OutputSpec:
             "a TypedDict or a JSON Schema dict"
         )
     kind: type = output_type
-    return OutputSpec(kind.__name__, schema, lambda v: converter.structure(v, kind))
+    return OutputSpec(kind.__name__, schema, lambda v: structure(v, kind))
 
 
 def _wrapped(name: str, schema: JsonObject, convert: Callable[[Any], Any]) -> OutputSpec:

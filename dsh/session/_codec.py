@@ -3,18 +3,26 @@
 Unions are tagged by a ``type`` field holding the class's wire name (its ``type`` class variable);
 optional fields left at their default are omitted, never written as ``null``. Session events are
 encoded by :class:`EventCodec`, which knows the event types registered in one harness.
+
+The converter (:func:`converter`) is the definition, and reads everything back. Writing is
+what every run does (each checkpoint writes its events) while reading is for a resume, so an
+attrs value whose fields are of the kinds dsh's values use is written by a function made for
+its class from the same rules (:func:`_plain_value`): a run that only writes neither imports
+cattrs (~6 ms of a start) nor waits for it to generate its functions (~0.3 ms a class, at a
+run's first checkpoint). ``tests/test_converter.py`` holds the two equal with Hypothesis, for
+every event type of the core and the built-in plugins.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
 from dsh.session._log import (
     PACKED_CLASSES,
@@ -49,45 +57,20 @@ from dsh.values._events import (
     TurnEndReason,
 )
 
-__all__ = ["EventCodec", "converter", "dumps", "structure", "unstructure"]
+if TYPE_CHECKING:
+    import cattrs
+
+__all__ = ["EventCodec", "dumps", "structure", "unstructure"]
 
 T = TypeVar("T")
 
-converter = cattrs.Converter(omit_if_default=True, forbid_extra_keys=False)
-
-
+#: The tagged unions: each member is written with its wire name (its ``type`` class variable)
+#: under ``type``, and read back by it.
+_UNIONS = (Block, MessageSource, FinishReason, StreamChunk, TurnEndReason, Text | Image)
 #: The wire name of every member of a tagged union, by class.
-_TAGS: dict[Any, str] = {}
-
-
-def _tag_union(union: Any) -> None:
-    """Tag every member of ``union`` with its wire name, and structure the union by that tag.
-
-    Members carry the tag whether they are unstructured as the union or on their own, so a chunk
-    written alone reads back as the same chunk. The functions cattrs generates for a member are
-    built the first time it is met, not here: building all of them cost ~10 ms at ``import
-    dsh``, and a run meets only a few of the ~30 members.
-    """
-    by_tag: dict[str, Any] = {}
-    for member in union.__args__:
-        by_tag[member.type] = member
-        _TAGS[member] = member.type
-    built: dict[Any, Callable[[Any, Any], Any]] = {}
-
-    def structure_union(data: Any, _: Any) -> Any:
-        try:
-            member = by_tag[data["type"]]
-        except (KeyError, TypeError) as exc:
-            raise ValueError(
-                f"expected one of {sorted(by_tag)} tagged by 'type', got {data!r}"
-            ) from exc
-        member_structure = built.get(member)
-        if member_structure is None:
-            member_structure = built[member] = make_dict_structure_fn(member, converter)
-        return member_structure(data, None)
-
-    converter.register_structure_hook(union, structure_union)
-    converter.register_unstructure_hook(union, converter.unstructure)
+_TAGS: dict[Any, str] = {
+    member: member.type for union in _UNIONS for member in typing.get_args(union)
+}
 
 
 def _tagged_member(cls: Any) -> Any:
@@ -99,32 +82,61 @@ def _tagged_member(cls: Any) -> Any:
 
 
 @functools.cache
-def _tagged(member: Any) -> Any:
-    """The unstructure hook of a union member: its fields, then its tag. Made on first use; a
-    subclass of a member is written as that member, as a hook registered on the member class
-    would write it."""
-    plain = make_dict_unstructure_fn(member, converter, _cattrs_omit_if_default=True)
-    tag = _TAGS[member]
+def converter() -> cattrs.Converter:
+    """The cattrs converter, built (and cattrs imported) the first time it is needed: to read
+    values back, or to write one :func:`unstructure` leaves to it. A run that only writes
+    events never imports cattrs (~6 ms of a start)."""
+    import cattrs
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
-    def unstructure_member(value: Any) -> dict[str, Any]:
-        data: dict[str, Any] = plain(value)
-        data["type"] = tag
-        return data
+    made = cattrs.Converter(omit_if_default=True, forbid_extra_keys=False)
 
-    return unstructure_member
+    def tag_union(union: Any) -> None:
+        """Structure ``union`` by its members' tags. The functions cattrs generates for a
+        member are built the first time it is met, not here: building all of them cost ~10 ms,
+        and a run meets only a few of the ~30 members."""
+        by_tag = {member.type: member for member in typing.get_args(union)}
+        built: dict[Any, Callable[[Any, Any], Any]] = {}
 
+        def structure_union(data: Any, _: Any) -> Any:
+            try:
+                member = by_tag[data["type"]]
+            except (KeyError, TypeError) as exc:
+                raise ValueError(
+                    f"expected one of {sorted(by_tag)} tagged by 'type', got {data!r}"
+                ) from exc
+            member_structure = built.get(member)
+            if member_structure is None:
+                member_structure = built[member] = make_dict_structure_fn(member, made)
+            return member_structure(data, None)
 
-converter.register_unstructure_hook_factory(
-    lambda cls: _tagged_member(cls) is not None, lambda cls: _tagged(_tagged_member(cls))
-)
-for _union in (Block, MessageSource, FinishReason, StreamChunk, TurnEndReason):
-    _tag_union(_union)
-_tag_union(Text | Image)
+        made.register_structure_hook(union, structure_union)
+        made.register_unstructure_hook(union, made.unstructure)
 
-# The data of an event of an unknown type is the fields it was stored as, however it is turned
-# into JSON: ``unstructure(event.data)`` gives what the log holds, not a wrapper around it.
-converter.register_unstructure_hook(RawEventData, lambda raw: raw.fields)
-converter.register_structure_hook(RawEventData, lambda fields, _: RawEventData(fields))
+    @functools.cache
+    def tagged(member: Any) -> Callable[[Any], dict[str, Any]]:
+        """The unstructure hook of a union member: its fields, then its tag. A subclass of a
+        member is written as that member, as a hook registered on the member class would."""
+        plain = make_dict_unstructure_fn(member, made, _cattrs_omit_if_default=True)
+        tag = _TAGS[member]
+
+        def unstructure_member(value: Any) -> dict[str, Any]:
+            data: dict[str, Any] = plain(value)
+            data["type"] = tag
+            return data
+
+        return unstructure_member
+
+    made.register_unstructure_hook_factory(
+        lambda cls: _tagged_member(cls) is not None, lambda cls: tagged(_tagged_member(cls))
+    )
+    for union in _UNIONS:
+        tag_union(union)
+    # The data of an event of an unknown type is the fields it was stored as, however it is
+    # turned into JSON: ``unstructure(event.data)`` gives what the log holds, not a wrapper.
+    made.register_unstructure_hook(RawEventData, lambda raw: raw.fields)
+    made.register_structure_hook(RawEventData, lambda fields, _: RawEventData(fields))
+    return made
 
 
 #: ``dumps(value)``: compact JSON text (ASCII, no spaces) of what :func:`unstructure` produced.
@@ -132,8 +144,15 @@ dumps: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), check_circ
 
 
 def unstructure(value: Any) -> Any:
-    """``value`` as JSON-ready data (dicts, lists, strings, numbers, booleans)."""
-    return converter.unstructure(value)
+    """``value`` as JSON-ready data (dicts, lists, strings, numbers, booleans): what the
+    converter writes. An attrs value whose fields are of the kinds dsh's values use is written
+    by :func:`_plain_value` (no cattrs); anything else by the converter, its definition."""
+    if attrs.has(value.__class__):
+        try:
+            return _plain_value(value)
+        except _Unsure:
+            pass
+    return converter().unstructure(value)
 
 
 @overload
@@ -143,7 +162,136 @@ def structure(data: Any, cls: Any) -> Any: ...
 def structure(data: Any, cls: Any) -> Any:
     """Rebuild a ``cls`` (a class or a union such as ``StreamChunk``) from what
     :func:`unstructure` produced."""
-    return converter.structure(data, cls)
+    return converter().structure(data, cls)
+
+
+# -- writing without cattrs ---------------------------------------------------------------------
+
+
+class _Unsure(Exception):
+    """A value :func:`_plain_value` does not write as surely as the converter: the converter
+    writes it."""
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+_SCALARS = (str, int, float, bool)
+_NONE = type(None)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _each(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    if item is _same:
+        return list
+    return lambda values: [item(value) for value in values]
+
+
+def _exactly(cls: type[Any]) -> Callable[[Any], Any]:
+    """A field declared as one attrs class: the converter writes that class's fields whatever
+    the value's class, so only a value of exactly that class is written here."""
+
+    def write(value: Any) -> Any:
+        if value.__class__ is not cls:
+            raise _Unsure
+        return _plain_value(value)
+
+    return write
+
+
+def _optional(write: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else write(value)
+
+
+def _field_writer(declared: Any) -> Callable[[Any], Any] | None:
+    """How the converter writes a field ``declared`` so, for the types dsh's values use:
+    scalars and literals as they are, tuples of them as lists, attrs classes and unions of
+    them by the value's own class. ``None`` for any other type (the converter writes the
+    value)."""
+    if declared in _SCALARS:
+        return _same
+    origin, args = typing.get_origin(declared), typing.get_args(declared)
+    if origin is Literal:
+        return _same if all(arg.__class__ in _ATOMS for arg in args) else None
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        item = _field_writer(args[0])
+        return None if item is None else _each(item)
+    if isinstance(declared, type) and attrs.has(declared):
+        return _exactly(declared)
+    if origin in (typing.Union, types.UnionType):
+        options = [arg for arg in args if arg is not _NONE]
+        if all(option in _SCALARS for option in options):
+            return _same
+        if len(options) > 1 and all(_tagged_member(option) is option for option in options):
+            return _optional(_plain_value) if len(options) < len(args) else _plain_value
+        if len(options) == 1 and len(args) == 2:
+            inner = _field_writer(options[0])
+            return None if inner is None else _optional(inner)
+    return None
+
+
+_WRITERS: dict[type, Callable[[Any], dict[str, Any]] | None] = {}
+
+
+def _writer_of(cls: type[Any]) -> Callable[[Any], dict[str, Any]] | None:
+    """The function writing a ``cls`` as the converter would, made once (one ``compile`` of a
+    few lines: what the converter does for each class too, at ~10x the cost of first use);
+    ``None`` where the converter writes it."""
+    member = _tagged_member(cls)
+    target = member if member is not None else cls
+    if not attrs.has(target):  # a value where a union of classes was declared
+        _WRITERS[cls] = None
+        return None
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # an annotation that does not resolve: the converter reads it its way
+        _WRITERS[cls] = None
+        return None
+    names: dict[str, Any] = {}
+    lines = ["def write(value):", "    out = {}"]
+    for position, field in enumerate(attrs.fields(target)):
+        write = _field_writer(hints.get(field.name))
+        if write is None or isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+            _WRITERS[cls] = None
+            return None
+        if not field.init:  # the converter leaves out what __init__ does not take
+            continue
+        read = f"value.{field.name}"
+        written = "v" if write is _same else f"w{position}(v)"
+        names[f"w{position}"] = write
+        lines.append(f"    v = {read}")
+        if field.default is attrs.NOTHING:
+            lines.append(f"    out[{field.name!r}] = {written}")
+        else:
+            names[f"d{position}"] = field.default
+            lines.append(f"    if v != d{position}:  # the converter's test")
+            lines.append(f"        out[{field.name!r}] = {written}")
+    tag = _TAGS.get(member)
+    if tag is not None:
+        lines.append(f"    out['type'] = {tag!r}")
+    lines.append("    return out")
+    exec(compile("\n".join(lines), f"<dsh writer of {target.__qualname__}>", "exec"), names)
+    found: Callable[[Any], dict[str, Any]] = names["write"]
+    _WRITERS[cls] = found
+    return found
+
+
+def _plain_value(value: Any) -> Any:
+    """What the converter writes for the attrs ``value``, written directly: field by field,
+    one left at its default omitted, then its tag; :class:`_Unsure` for anything else.
+    :func:`converter` is the definition (``tests/test_converter.py`` holds the two equal, with
+    Hypothesis)."""
+    cls = value.__class__
+    if cls is RawEventData:
+        return value.fields
+    try:
+        write = _WRITERS[cls]
+    except KeyError:
+        write = _writer_of(cls)
+    if write is None:
+        raise _Unsure
+    return write(value)
 
 
 def _row(cls: type[Any], tag: str | None = None) -> Callable[[Sequence[Any]], dict[str, Any]]:

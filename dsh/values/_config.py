@@ -1,5 +1,10 @@
-"""Configuration: TOML (or a dict) structured by cattrs into the attrs class each plugin
-registered for its own section. A bad config fails at start with every error listed.
+"""Configuration: TOML (or a dict) structured into the attrs class each plugin registered for
+its own section. A bad config fails at start with every error listed.
+
+A section is built by :mod:`dsh.values._config_plain` exactly as cattrs would build it; a value
+it cannot vouch for (a wrong one, or of a type it does not know) is structured by cattrs, whose
+errors are the ones reported. cattrs is imported only then (and by :meth:`Config.dump`): a start
+with a right config does without it.
 
 Values are checked against the field types before cattrs sees them, because cattrs converts
 what it can: ``"false"`` would become ``True`` and the string ``"abc"`` where a list of names
@@ -9,22 +14,24 @@ belongs would become ``("a", "b", "c")``. A field's range is checked by its attr
 
 from __future__ import annotations
 
+import functools
 import os
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import cattrs
-import cattrs.v
 from attrs import field, frozen
-from cattrs.errors import ClassValidationError
 
+from dsh.values import _config_plain
 from dsh.values._agent import PermissionMode
 from dsh.values._errors import ConfigError
 from dsh.values._value import Value
+
+if TYPE_CHECKING:
+    import cattrs
 
 __all__ = [
     "CONFIG_ENV",
@@ -41,8 +48,14 @@ __all__ = [
 
 T = TypeVar("T")
 
-# Config is user input: unknown keys are errors (a typo must not be silently ignored).
-_strict = cattrs.Converter(forbid_extra_keys=True)
+
+@functools.cache
+def _strict() -> cattrs.Converter:
+    """The converter of config values, made when first needed (a wrong value, a dump).
+    Config is user input: unknown keys are errors (a typo must not be silently ignored)."""
+    import cattrs
+
+    return cattrs.Converter(forbid_extra_keys=True)
 
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
@@ -55,6 +68,8 @@ class OutOfRange(ValueError):
 def _format_error(exc: BaseException, type_: type[Any] | None) -> str:
     if isinstance(exc, OutOfRange):
         return str(exc)
+    import cattrs.v
+
     return cattrs.v.format_exception(exc, type_)
 
 
@@ -171,23 +186,32 @@ class Config:
     def load(self) -> None:
         """Structure every registered section; raise one :class:`ConfigError` listing all
         problems (including sections nobody registered)."""
+        self._load(plain=True)
+
+    def _load(self, *, plain: bool) -> None:
+        """:meth:`load`; with ``plain=False`` every section is structured by cattrs (the
+        reference the plain structuring is tested against)."""
         errors: list[str] = []
         for section, value in self.raw.items():
             if section not in self._classes:
                 known = ", ".join(sorted(self._classes))
                 errors.append(f"[{section}]: unknown section (known sections: {known})")
                 continue
-            shape = _shape_errors(value, self._classes[section][0], "")
+            cls = self._classes[section][0]
+            shape = _shape_errors(value, cls, "")
             if shape:
                 errors.extend(f"[{section}] {msg}" for msg in shape)
                 continue
+            if plain:
+                try:
+                    self._values[section] = _config_plain.structure(value, cls)
+                    continue
+                except _config_plain.Unhandled:
+                    pass
             try:
-                self._values[section] = _strict.structure(value, self._classes[section][0])
-            except ClassValidationError as exc:
-                messages = cattrs.transform_error(exc, format_exception=_format_error)
-                errors.extend(f"[{section}] {msg.removesuffix(' @ $')}" for msg in messages)
+                self._values[section] = _strict().structure(value, cls)
             except Exception as exc:
-                errors.append(f"[{section}]: {exc}")
+                errors.extend(f"[{section}]{msg}" for msg in _cattrs_errors(exc))
         if errors:
             raise ConfigError(errors)
 
@@ -217,7 +241,18 @@ class Config:
 
     def dump(self) -> dict[str, Any]:
         """Every registered section with its effective values (defaults filled in)."""
-        return {name: _strict.unstructure(self.section(name, object)) for name in self.sections()}
+        converter = _strict()
+        return {name: converter.unstructure(self.section(name, object)) for name in self.sections()}
+
+
+def _cattrs_errors(exc: Exception) -> list[str]:
+    """What cattrs' failure to structure a section says, each message to follow the section."""
+    import cattrs
+
+    if not isinstance(exc, cattrs.ClassValidationError):
+        return [f": {exc}"]
+    messages = cattrs.transform_error(exc, format_exception=_format_error)
+    return [f" {msg.removesuffix(' @ $')}" for msg in messages]
 
 
 # -- the shape of raw values -------------------------------------------------------------------

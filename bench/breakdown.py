@@ -10,7 +10,8 @@ same layers. Timings move with the machine's load; instruction counts do not:
 ``python bench/breakdown.py --cachegrind`` (needs valgrind) runs each side of W1 and W2 under
 ``valgrind --tool=cachegrind`` at two sizes (:data:`CACHEGRIND_SIZES`) and divides the
 difference by the extra chunks or steps: instructions per chunk and per step, without the
-start, the imports and the warm-up.
+start, the imports and the warm-up; and each side of W3 (spawn to first token) whole, imports
+and all, as the suite runs it.
 
 Every function's *self* time is put in one layer by the file that defines it (attrs' and cattrs'
 generated code by the class it was generated for), and the table shows each layer in µs per
@@ -260,6 +261,32 @@ def cachegrind_command(side: str, workload: str, size: int) -> list[str]:
     ]
 
 
+def first_token_command(side: str, url: str) -> list[str]:
+    """The command that counts the instructions of one W3 process of ``side`` (its script, as
+    ``bench/run.py`` spawns it, against the mock server at ``url``)."""
+    return [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        "--cachegrind-out-file=/dev/null",
+        sys.executable,
+        "-c",
+        run.FIRST_TOKEN[side],
+        url,
+        ",".join(run.bench_disabled()),
+    ]
+
+
+def first_token_row(count: Callable[[list[str]], int], url: str) -> str:
+    """The table's W3 row: each side's instructions from spawn to the first token."""
+    whole = {side: count(first_token_command(side, url)) for side in run.SIDES}
+    return (
+        f"| W3 spawn to first token (whole process) | {whole['floor']:,} | {whole['logged']:,} "
+        f"| {whole['dsh']:,} | {whole['dsh'] / whole['floor']:.2f}x "
+        f"| {whole['dsh'] / whole['logged']:.2f}x |"
+    )
+
+
 def instructions(report: str) -> int:
     """The instructions a cachegrind report (its standard error) counted."""
     found = re.search(r"I\s+refs:\s+([\d,]+)", report)
@@ -327,6 +354,15 @@ def main() -> None:
             raise SystemExit("--cachegrind needs valgrind")
         print(f"# instructions — {run.machine()}\n")
         print(instruction_table())
+        run.compile_bytecode()  # as installing dsh does, and as the suite's W3 does
+        with tempfile.TemporaryDirectory() as data:
+            os.environ["XDG_DATA_HOME"] = data
+            server = run.FastServer()
+            try:
+                server.program({"name": "deltas", "chunks": 50})
+                print(first_token_row(counted, server.url))
+            finally:
+                server.close()
         return
     if args.spy:
         per_sample_us = 1e6 / args.rate / (args.chunks * args.times)

@@ -485,6 +485,14 @@ def test_the_breakdown_counts_instructions_per_chunk_and_step_with_cachegrind() 
     table = breakdown.instruction_table(count, {"W1": (10, 110), "W2": (5, 15)})
     assert "| W1 per chunk (10 → 110 chunks) | 10 | 20 | 40 | 4.00x | 2.00x |" in table
     assert "| W2 per step (5 → 15 steps) | 10 | 20 | 40 | 4.00x | 2.00x |" in table
+    spawned = breakdown.first_token_command("dsh", "http://127.0.0.1:1")
+    assert spawned[:2] == ["valgrind", "--tool=cachegrind"]
+    assert spawned[-4:-1] == ["-c", run.FIRST_TOKEN["dsh"], "http://127.0.0.1:1"]
+    whole = {
+        run.FIRST_TOKEN[side]: n for side, n in (("floor", 100), ("logged", 125), ("dsh", 150))
+    }
+    row = breakdown.first_token_row(lambda command: whole[command[-3]], "http://127.0.0.1:1")
+    assert row == "| W3 spawn to first token (whole process) | 100 | 125 | 150 | 1.50x | 1.20x |"
 
 
 def test_sampled_stacks_are_charged_to_their_innermost_layer_and_set_up_left_out() -> None:

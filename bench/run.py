@@ -673,9 +673,11 @@ async def w2(side: str, server: FastServer, steps: int) -> Sample:
     return sample
 
 
-#: W3's floor: its imports, one request, the body read in blocks and split by hand, orjson.
+#: W3's floor: its imports, one request, the body read in blocks and split by hand, orjson. Each
+#: side of W3 ends its process at the first token (``os._exit``): a count of its instructions
+#: (``bench/breakdown.py --cachegrind``) then covers the same span as its clock.
 FIRST_TOKEN_FLOOR = """
-import asyncio, sys, time, aiohttp, orjson
+import asyncio, os, sys, time, aiohttp, orjson
 async def main():
     body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "go"}],
             "stream": True, "thinking": {"type": "disabled"}}
@@ -692,7 +694,7 @@ async def main():
                         continue
                     if orjson.loads(line[6:])["choices"][0]["delta"].get("content"):
                         print("FIRST", time.process_time(), flush=True)
-                        return
+                        os._exit(0)
 asyncio.run(main())
 """
 
@@ -728,7 +730,7 @@ async def main():
                         print("FIRST", time.process_time(), flush=True)
                         os.close(fd)
                         os.unlink(path)
-                        return
+                        os._exit(0)
 asyncio.run(main())
 """
 

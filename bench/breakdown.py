@@ -241,14 +241,20 @@ def spin(side: str, size: int, times: int, workload: str = "W1") -> None:
 CACHEGRIND_SIZES = {"W1": (2_000, 12_000), "W2": (50, 250)}
 
 
+#: The start of every counting command: this Python under cachegrind, instructions only.
+CACHEGRIND = [
+    "valgrind",
+    "--tool=cachegrind",
+    "--cache-sim=no",
+    "--cachegrind-out-file=/dev/null",
+    sys.executable,
+]
+
+
 def cachegrind_command(side: str, workload: str, size: int) -> list[str]:
     """The command that counts the instructions of one :func:`spin` of ``side``."""
     return [
-        "valgrind",
-        "--tool=cachegrind",
-        "--cache-sim=no",
-        "--cachegrind-out-file=/dev/null",
-        sys.executable,
+        *CACHEGRIND,
         str(Path(__file__).resolve()),
         "--spin",
         side,
@@ -265,11 +271,7 @@ def first_token_command(side: str, url: str) -> list[str]:
     """The command that counts the instructions of one W3 process of ``side`` (its script, as
     ``bench/run.py`` spawns it, against the mock server at ``url``)."""
     return [
-        "valgrind",
-        "--tool=cachegrind",
-        "--cache-sim=no",
-        "--cachegrind-out-file=/dev/null",
-        sys.executable,
+        *CACHEGRIND,
         "-c",
         run.FIRST_TOKEN[side],
         url,

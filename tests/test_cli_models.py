@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from importlib.metadata import Distribution
 from pathlib import Path
 from typing import Any
 
@@ -243,10 +242,12 @@ def test_plugins_in_process_and_third_party_tools(
     ]
     from dsh import Harness
     from dsh.cli import _tool_source
+    from dsh.hooks._entrypoints import Found
     from dsh.hooks._loading import DistributionInfo, PluginInfo
 
     make_dist(tmp_path, "acme-tools", {}, {})
-    acme = DistributionInfo(Distribution.at(tmp_path / "acme-tools-1.0.dist-info"))
+    found = Found("acme", "acme:Plugin", "dsh", str(tmp_path / "acme-tools-1.0.dist-info"))
+    acme = DistributionInfo(found)
     harness = Harness(load_entrypoints=False)
     harness.plugins.register(Extras([]), "acme", PluginInfo("acme", acme))
     assert _tool_source(harness, "acme") == "plugin acme (acme-tools)"

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsh.hooks import _entrypoints
-from dsh.hooks._entrypoints import entry_points
+from dsh.hooks._entrypoints import EntryPointLike, entry_points
 
 GROUP = "dsh"
 
@@ -89,7 +89,7 @@ def build(site: Path, roots: list[list[tuple[str, str, str, Any]]]) -> list[str]
     return paths
 
 
-def described(found: Iterable[EntryPoint]) -> list[tuple[str, str, str, str, str]]:
+def described(found: Iterable[EntryPointLike]) -> list[tuple[str, str, str, str, str]]:
     """What tells two lists of entry points apart: each one's name, value, group and the name
     and version of its distribution (the version says which metadata directory it came from)."""
     out = []
@@ -274,3 +274,69 @@ def test_a_finder_without_find_distributions_keeps_the_fast_path(
     monkeypatch.setattr(sys, "meta_path", [ModulesOnly()])  # none at all: importlib finds none
     assert not _entrypoints._only_the_path_finder()
     assert list(entry_points(GROUP)) == list(importlib.metadata.entry_points(group=GROUP)) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (b"[dsh]\na = alpha:Plugin\nno equals sign\n", TypeError),
+        (b"[other]\nno equals sign\n[dsh]\na = alpha:Plugin\n", TypeError),
+        (b"[dsh]\na = alpha:Plugin\n# caf\xe9 is not UTF-8\n", UnicodeDecodeError),
+    ],
+)
+def test_a_file_importlib_cannot_read_is_left_to_importlib_to_say_why(
+    tmp_path: Path, content: bytes, error: type[Exception]
+) -> None:
+    site = build(tmp_path, [[("alpha", "-1.0", ".dist-info", None)]])
+    (Path(site[0]) / "alpha-1.0.dist-info" / "entry_points.txt").write_bytes(content)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "path", site)
+        with pytest.raises(error):
+            importlib.metadata.entry_points(group=GROUP)
+        with counted_reference() as calls, pytest.raises(error):
+            entry_points(GROUP)
+    assert calls == [GROUP]
+
+
+#: Entry-point values: a module, an attribute path in it, extras, spaces, and what importlib's
+#: pattern does not match.
+VALUES = st.builds(
+    "{}{}{}".format,
+    st.sampled_from(["tests.loadable", "tests.loadable ", "tests", "tests.nowhere", "", "1-x"]),
+    st.sampled_from(["", ":Plugin", ": Plugin ", ":Plugin.name", ":Plugin.missing", ":"]),
+    st.sampled_from(["", " [extra]", "[a,b] ", " [unclosed"]),
+)
+
+
+def outcome(load: Any) -> tuple[str, Any]:
+    try:
+        return "loaded", load()
+    except Exception as exc:
+        return "raised", type(exc)
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=VALUES)
+def test_a_found_entry_point_loads_what_importlibs_loads(value: str) -> None:
+    found = _entrypoints.Found("x", value, GROUP, "unused")
+    reference = EntryPoint("x", value, GROUP)
+    fast, slow = outcome(found.load), outcome(reference.load)
+    if slow[0] == "raised" and _entrypoints._VALUE.match(value) is None:
+        # importlib fails on a value its pattern does not match with an AttributeError about
+        # ``None``; the fast one says what is wrong.
+        assert fast == ("raised", ValueError)
+    else:
+        assert fast == slow
+
+
+def test_a_found_entry_point_reads_its_distribution_when_asked(tmp_path: Path) -> None:
+    site = build(tmp_path, [[("alpha", "-1.0", ".dist-info", "[dsh]\na = alpha:Plugin\n")]])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "path", site)
+        [found] = entry_points(GROUP)
+    assert isinstance(found, _entrypoints.Found)
+    assert repr(found) == "Found(name='a', value='alpha:Plugin', group='dsh')"
+    assert _entrypoints.origin(found) == found.path == os.path.join(site[0], "alpha-1.0.dist-info")
+    assert found.dist.metadata["Name"] == "alpha"
+    bare = EntryPoint("bare", "alpha:Plugin", GROUP)
+    assert _entrypoints.origin(bare) is None

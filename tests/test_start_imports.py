@@ -58,6 +58,7 @@ asyncio.run(main())
 #: line and parks no call leaves out.
 RARE = (
     "cattrs",
+    "importlib.metadata",
     "dsh.loop._recovery",
     "dsh.session._rewind",
     "dsh.values._approval",

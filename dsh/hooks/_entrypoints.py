@@ -6,9 +6,10 @@ for every installed distribution (~160 here), reads each one's ``entry_points.tx
 :mod:`pathlib`, parses every group of it and normalizes each name with regular expressions:
 ~4 ms of a ~200 ms start of dsh. :func:`entry_points` lists each directory of ``sys.path`` with
 :func:`os.listdir`, reads the ``entry_points.txt`` of each ``*.dist-info`` and ``*.egg-info``
-with a plain ``open`` and hands the few that mention the group (``[dsh]``) to importlib itself,
-which parses them and returns its own :class:`~importlib.metadata.EntryPoint` objects, bound to
-their distribution (``ep.dist``, ``ep.load()``).
+with a plain ``open`` and parses the few that mention the group (``[dsh]``) as importlib does
+(:class:`Found`: ``name``, ``value``, ``group``, ``load()`` as importlib's
+:class:`~importlib.metadata.EntryPoint`, and ``dist``, built when asked), so a start of dsh does
+not import :mod:`importlib.metadata` (~2 ms) unless it must fall back to it.
 
 What it must keep from the reference is which distribution wins when a name is installed twice:
 importlib keeps the first distribution of each normalized name (PEP 503, with ``_`` for ``-``),
@@ -27,57 +28,134 @@ finder offers none).
 
 It differs in one way, on purpose: importlib raises when any distribution's ``entry_points.txt``
 is not UTF-8 or has a line without ``=``, whichever group that line is in; this reads only the
-files that mention the group, so a broken file of an unrelated distribution does not stop dsh.
+files that mention the group, so a broken file of an unrelated distribution does not stop dsh. And a value importlib's pattern
+does not match fails to load with a :class:`ValueError` that says so, where importlib's fails
+with an :class:`AttributeError` about ``None``.
 
 ``tests/test_entrypoints.py`` holds the two equal, with Hypothesis, on generated site
-directories.
+directories and entry-point values.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.machinery
-import importlib.metadata
 import os
+import re
 import sys
-from importlib.metadata import Distribution, EntryPoint, EntryPoints
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["entry_points"]
+if TYPE_CHECKING:
+    from importlib.metadata import Distribution
+
+__all__ = ["EntryPointLike", "Found", "entry_points", "origin"]
 
 _SUFFIXES = (".dist-info", ".egg-info")
+#: How importlib reads an entry point's value (:attr:`importlib.metadata.EntryPoint.pattern`).
+_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
 
 
-def entry_points(group: str) -> EntryPoints:
+class EntryPointLike(Protocol):
+    """What dsh reads of an entry point: importlib's :class:`~importlib.metadata.EntryPoint`
+    (found by the fallback) and :class:`Found` both are one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def dist(self) -> Distribution | None: ...
+
+    def load(self) -> Any: ...
+
+
+class Found:
+    """An entry point read from the ``entry_points.txt`` of the metadata directory ``path``:
+    what importlib's :class:`~importlib.metadata.EntryPoint` would hold (``name``, ``value``,
+    ``group``), loaded as it loads one, and its distribution built when asked."""
+
+    __slots__ = ("group", "name", "path", "value")
+
+    def __init__(self, name: str, value: str, group: str, path: str) -> None:
+        self.name = name
+        self.value = value
+        self.group = group
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"Found(name={self.name!r}, value={self.value!r}, group={self.group!r})"
+
+    @property
+    def dist(self) -> Distribution:
+        from importlib.metadata import Distribution
+
+        return Distribution.at(self.path)
+
+    def load(self) -> Any:
+        """The module the value names, or the object its attribute path names in it."""
+        match = _VALUE.match(self.value)
+        if match is None:
+            raise ValueError(f"entry point {self.name!r} names no module: {self.value!r}")
+        module = importlib.import_module(match.group("module"))
+        attrs = filter(None, (match.group("attr") or "").split("."))
+        return functools.reduce(getattr, attrs, module)
+
+
+def origin(ep: EntryPointLike) -> Hashable | None:
+    """What tells ``ep``'s distribution apart from others without reading its metadata (its
+    metadata directory's path for a :class:`Found`), ``None`` when it has none."""
+    return ep.path if isinstance(ep, Found) else ep.dist
+
+
+def _reference(group: str) -> list[EntryPointLike]:
+    import importlib.metadata
+
+    return list(importlib.metadata.entry_points(group=group))
+
+
+def entry_points(group: str) -> list[EntryPointLike]:
     """The entry points of ``group``, as ``importlib.metadata.entry_points(group=group)``."""
     if not _only_the_path_finder() or not all(isinstance(root, str) for root in sys.path):
-        return importlib.metadata.entry_points(group=group)
+        return _reference(group)
     header = f"[{group}]".encode()
     seen: set[str] = set()  # the normalized names of the distributions found so far
-    found: list[EntryPoint] = []
+    found: list[EntryPointLike] = []
     for root in sys.path:
         if os.path.basename(root).lower().endswith(".egg"):
-            return importlib.metadata.entry_points(group=group)
+            return _reference(group)
         try:
             children = os.listdir(root or ".")
         except FileNotFoundError:
             continue
         except Exception:  # a file (importlib reads it as a zip archive), or unreadable
-            return importlib.metadata.entry_points(group=group)
+            return _reference(group)
         for child in children:
             low = child.lower()
             if low.endswith(".egg"):  # an egg inside the directory: importlib reads its PKG-INFO
-                return importlib.metadata.entry_points(group=group)
+                return _reference(group)
             if not low.endswith(_SUFFIXES):
                 continue
             name = _normalized_name(child)
             if name is None:
-                return importlib.metadata.entry_points(group=group)
+                return _reference(group)
             if name in seen:
                 continue
             seen.add(name)
             path = os.path.join(root, child)
-            if header in _read(f"{path}/entry_points.txt"):
-                found += Distribution.at(path).entry_points.select(group=group)
-    return EntryPoints(found)
+            content = _read(f"{path}/entry_points.txt")
+            if header in content:
+                entries = _parsed(content, group, path)
+                if entries is None:  # importlib raises for it: let it say why
+                    return _reference(group)
+                found += entries
+    return found
 
 
 def _only_the_path_finder() -> bool:
@@ -108,3 +186,32 @@ def _read(path: str) -> bytes:
             return file.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
         return b""
+
+
+def _parsed(content: bytes, group: str, path: str) -> list[EntryPointLike] | None:
+    """The entry points of ``group`` in the ``entry_points.txt`` ``content``, read as importlib
+    reads one (:class:`importlib.metadata.Sectioned`): each line stripped, blank ones and ``#``
+    comments skipped, ``[name]`` (any run of brackets stripped) starting a section, any other
+    line in a section ``name = value`` split at its first ``=``. ``None`` where importlib
+    raises (not UTF-8, a line in a section without ``=``)."""
+    try:
+        text = content.decode()
+    except UnicodeDecodeError:
+        return None
+    found: list[EntryPointLike] = []
+    section = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+            continue
+        if section is None:
+            continue
+        name, equals, value = line.partition("=")
+        if not equals:
+            return None
+        if section == group:
+            found.append(Found(name.strip(), value.strip(), group, path))
+    return found

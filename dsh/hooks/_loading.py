@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from functools import cached_property
-from importlib.metadata import Distribution, EntryPoint
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from attrs import frozen
@@ -25,10 +24,13 @@ from dsh._log import get_logger
 from dsh.hooks import _entrypoints
 from dsh.hooks import _specs as hookspecs
 from dsh.hooks._caller import HOOK_STYLES, HookRuntime, check_impl
-from dsh.hooks._entrypoints import entry_points
+from dsh.hooks._entrypoints import EntryPointLike, entry_points, origin
 from dsh.hooks._markers import PROJECT
 from dsh.values._errors import PluginLoadError
 from dsh.values._value import Value
+
+if TYPE_CHECKING:
+    from importlib.metadata import Distribution
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -56,11 +58,18 @@ def disabled_from_env() -> frozenset[str]:
 class DistributionInfo:
     """The name and version of a distribution that ships plugins, read from its metadata the
     first time either is asked for (``dsh plugins``, a plugin that fails to load), and once for
-    all its plugins (dsh's own ships many): parsing the metadata imports :mod:`email`, which a
-    start of dsh never needs otherwise."""
+    all its plugins (dsh's own ships many): parsing the metadata imports :mod:`email` (and
+    finding the distribution :mod:`importlib.metadata`), which a start of dsh never needs
+    otherwise. ``ep``: one of its entry points."""
 
-    def __init__(self, dist: Distribution) -> None:
-        self.dist = dist
+    def __init__(self, ep: EntryPointLike) -> None:
+        self.ep = ep
+
+    @cached_property
+    def dist(self) -> Distribution:
+        dist = self.ep.dist
+        assert dist is not None  # an entry point without one has no DistributionInfo
+        return dist
 
     @cached_property
     def _metadata(self) -> tuple[str, str]:
@@ -161,7 +170,7 @@ class Plugins:
         self.failures: list[LoadFailure] = []
         self._offered: set[str] = set()  # every name a plugin was offered under
         self._installed: set[str] = set()  # the entry points load_entrypoints found
-        self._sources: dict[Distribution, DistributionInfo] = {}
+        self._sources: dict[Hashable, DistributionInfo] = {}
         for name in self.disabled:
             self.pm.set_blocked(name)
 
@@ -240,8 +249,8 @@ class Plugins:
             )
         return unknown
 
-    def _load(self, ep: EntryPoint) -> None:
-        info = PluginInfo(ep.name, self._source(ep.dist))
+    def _load(self, ep: EntryPointLike) -> None:
+        info = PluginInfo(ep.name, self._source(ep))
         try:
             self.register(ep.load(), ep.name, info)
         except Exception as exc:
@@ -258,13 +267,15 @@ class Plugins:
                     f"plugin {ep.name!r} from {info.distribution} failed to load: {message}"
                 ) from exc
 
-    def _source(self, dist: Distribution | None) -> DistributionInfo | None:
-        """The one :class:`DistributionInfo` of ``dist`` for all the plugins it ships."""
-        if dist is None:
+    def _source(self, ep: EntryPointLike) -> DistributionInfo | None:
+        """The one :class:`DistributionInfo` of ``ep``'s distribution for all the plugins it
+        ships (``None``: ``ep`` has none)."""
+        key = origin(ep)
+        if key is None:
             return None
-        found = self._sources.get(dist)
+        found = self._sources.get(key)
         if found is None:
-            found = self._sources[dist] = DistributionInfo(dist)
+            found = self._sources[key] = DistributionInfo(ep)
         return found
 
     def names(self) -> list[str]:

@@ -1,0 +1,5 @@
+"""A module for ``tests/test_entrypoints.py`` to load entry points from."""
+
+
+class Plugin:
+    name = "loadable"

@@ -28,9 +28,9 @@ finder offers none).
 
 It differs in one way, on purpose: importlib raises when any distribution's ``entry_points.txt``
 is not UTF-8 or has a line without ``=``, whichever group that line is in; this reads only the
-files that mention the group, so a broken file of an unrelated distribution does not stop dsh. And a value importlib's pattern
-does not match fails to load with a :class:`ValueError` that says so, where importlib's fails
-with an :class:`AttributeError` about ``None``.
+files that mention the group, so a broken file of an unrelated distribution does not stop dsh.
+And a value importlib's pattern does not match fails to load with a :class:`ValueError` that
+says so, where importlib's fails with an :class:`AttributeError` about ``None``.
 
 ``tests/test_entrypoints.py`` holds the two equal, with Hypothesis, on generated site
 directories and entry-point values.
@@ -53,8 +53,29 @@ if TYPE_CHECKING:
 __all__ = ["EntryPointLike", "Found", "entry_points", "origin"]
 
 _SUFFIXES = (".dist-info", ".egg-info")
-#: How importlib reads an entry point's value (:attr:`importlib.metadata.EntryPoint.pattern`).
-_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+
+
+@functools.cache
+def _pattern() -> re.Pattern[str]:
+    """How importlib reads an entry point's value (:attr:`importlib.metadata.EntryPoint.pattern`),
+    compiled when a value needs it (~0.13 ms)."""
+    return re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+
+
+def _dotted(name: str) -> bool:
+    """Whether ``name`` is ASCII identifiers joined by dots (what the pattern's module and
+    attribute parts surely match)."""
+    return name.isascii() and all(part.isidentifier() for part in name.split("."))
+
+
+def _module_and_attr(value: str) -> tuple[str, str] | None:
+    """The module and the attribute path an entry point's value names, as importlib's pattern
+    reads them (``None``: it does not match): a plain ``module:attr`` without the pattern."""
+    module, colon, attr = value.partition(":")
+    if _dotted(module) and (not colon or _dotted(attr)):
+        return module, attr
+    match = _pattern().match(value)
+    return None if match is None else (match.group("module"), match.group("attr") or "")
 
 
 class EntryPointLike(Protocol):
@@ -100,12 +121,11 @@ class Found:
 
     def load(self) -> Any:
         """The module the value names, or the object its attribute path names in it."""
-        match = _VALUE.match(self.value)
-        if match is None:
+        named = _module_and_attr(self.value)
+        if named is None:
             raise ValueError(f"entry point {self.name!r} names no module: {self.value!r}")
-        module = importlib.import_module(match.group("module"))
-        attrs = filter(None, (match.group("attr") or "").split("."))
-        return functools.reduce(getattr, attrs, module)
+        module = importlib.import_module(named[0])
+        return functools.reduce(getattr, filter(None, named[1].split(".")), module)
 
 
 def origin(ep: EntryPointLike) -> Hashable | None:

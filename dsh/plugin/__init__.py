@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from dsh.llm._deepseek import served_ids as deepseek_served_ids
     from dsh.llm._deepseek import wire_name as deepseek_wire_name
     from dsh.llm._headers import retry_after_s
-    from dsh.llm._prompt import PromptSection
+    from dsh.llm._section import PromptSection
     from dsh.llm._service import ANY_MODEL, DeferredAdapter, ModelInfo
     from dsh.loop._family import Family
     from dsh.loop._output import OutputError, import_type, load_schema
@@ -485,7 +485,7 @@ _HOMES = {
     "Price": "dsh.values._tokens",
     "PriceBook": "dsh.values._tokens",
     "Pricing": "dsh.values._tokens",
-    "PromptSection": "dsh.llm._prompt",
+    "PromptSection": "dsh.llm._section",
     "QueuedMessage": "dsh.values._events",
     "RETRY_EVENT": "dsh.values._events",
     "RawEventData": "dsh.values._events",

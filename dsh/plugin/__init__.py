@@ -71,7 +71,6 @@ if TYPE_CHECKING:
     from dsh.tools._output import HeadTail
     from dsh.tools._registry import (
         TOOL_NAME,
-        ApprovalNeeded,
         Effect,
         InvalidTool,
         Tool,
@@ -92,7 +91,7 @@ if TYPE_CHECKING:
         PermissionMode,
         Retry,
     )
-    from dsh.values._approval import AlreadyDecided, PendingApproval
+    from dsh.values._approval import AlreadyDecided, ApprovalNeeded, PendingApproval
     from dsh.values._chunks import (
         BlockEnd,
         BlockStart,
@@ -403,7 +402,7 @@ _HOMES = {
     "AgentStatus": "dsh.values._agent",
     "AlreadyDecided": "dsh.values._approval",
     "ApprovalDecided": "dsh.values._events",
-    "ApprovalNeeded": "dsh.tools._registry",
+    "ApprovalNeeded": "dsh.values._approval",
     "ApprovalRequested": "dsh.values._events",
     "PendingApproval": "dsh.values._approval",
     "AssembledMessage": "dsh.llm._assembler",

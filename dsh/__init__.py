@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from dsh.app._harness import Command, Harness
     from dsh.app._runner import RunResult, run, run_sync
     from dsh.hooks._markers import Stop, for_events, hookimpl
-    from dsh.llm._prompt import PromptSection
+    from dsh.llm._section import PromptSection
     from dsh.loop._output import OutputError
     from dsh.session._rewind import RewindReport
     from dsh.tools._define import tool
@@ -60,7 +60,7 @@ _HOMES = {
     "Retry": "dsh.values._agent",
     "AlreadyDecided": "dsh.values._approval",
     "PendingApproval": "dsh.values._approval",
-    "PromptSection": "dsh.llm._prompt",
+    "PromptSection": "dsh.llm._section",
     "ConfigError": "dsh.values._errors",
     "DshError": "dsh.values._errors",
     "HookError": "dsh.values._errors",

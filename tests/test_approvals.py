@@ -478,7 +478,7 @@ async def test_plan_mode_denies_what_would_be_parked(env: Env) -> None:
 
 
 def test_a_deferred_outcome_reads_as_an_error_elsewhere() -> None:
-    from dsh.tools._registry import ApprovalNeeded
+    from dsh.values._approval import ApprovalNeeded
 
     outcome = ToolOutcome.deferred(ApprovalNeeded("mode", "why", 5.0))
     assert (outcome.is_error, outcome.code) == (True, "APPROVAL_PENDING")

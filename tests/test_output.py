@@ -10,7 +10,8 @@ import pytest
 
 from dsh import AgentOptions, Continuation, Harness, OutputError, Stop, hookimpl
 from dsh.llm._service import ModelInfo
-from dsh.loop._output import FINAL_RESULT, OutputFailed, OutputResult, OutputRetry, output_spec
+from dsh.loop._output import FINAL_RESULT, OutputFailed, OutputResult, OutputRetry
+from dsh.loop._output_spec import output_spec
 from dsh.testing import (
     ScriptedAdapter,
     ScriptEntry,

@@ -139,7 +139,7 @@ class Host:
 
 HINT_PLUGIN = """
 from dsh import hookimpl, tool
-from dsh.llm._prompt import PromptSection
+from dsh.llm._section import PromptSection
 
 @tool
 def calculate(expression: str) -> str:

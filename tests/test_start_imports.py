@@ -19,8 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: One turn of a scripted model, with every entry-point plugin loaded: ``argv[1]`` is the config
 #: (JSON), ``argv[2]`` the script (the ``dsh.testing`` entries, as ``[name, *args]``), ``argv[3]``
-#: the modules to look for. Prints the ones imported when the turn ended or parked, what the
-#: agent's tools returned (a parked call allowed), its events and the models the harness serves.
+#: the modules to look for, ``argv[4]`` what else to do (JSON): ``models`` the scripted model
+#: is served as (the first is the agent's), ``options`` more ``AgentOptions``, ``prompt`` the
+#: text of a prompt section to add, ``list`` to list the stored sessions and ``mcp`` to read the
+#: MCP servers' status after the turn. Prints the modules imported when the turn ended or parked
+#: (and those were done), what the agent's tools returned (a parked call allowed), its events,
+#: the models the harness serves, the first request's system prompt, the stored sessions' count
+#: and the MCP servers' states.
 TURN = """
 import asyncio, json, sys
 import dsh.testing
@@ -28,12 +33,22 @@ from dsh import AgentOptions, Harness
 
 async def main():
     config, script, modules = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+    extra = json.loads(sys.argv[4])
     entries = [getattr(dsh.testing, name)(*args) for name, *args in script]
+    models = extra.get("models", ["scripted"])
     async with Harness(config=config) as h:
-        h.llm.register_adapter(["scripted"], dsh.testing.ScriptedAdapter(entries))
-        agent = h.agent_loop.create("main", AgentOptions(model="scripted", workspace="."))
+        adapter = dsh.testing.ScriptedAdapter(entries)
+        h.llm.register_adapter(models, adapter)
+        if "prompt" in extra:
+            from dsh import PromptSection
+
+            h.system_prompt.section(PromptSection("extra", extra["prompt"]))
+        options = AgentOptions(model=models[0], workspace=".", **extra.get("options", {}))
+        agent = h.agent_loop.create("main", options)
         agent.send("go")
         await agent.wait_idle()
+        stored = len(await h.sessions.stored()) if extra.get("list") else None
+        mcp = [s.state for s in h.mcp.status()] if extra.get("mcp") else None
         imported = sorted(m for m in modules.split(",") if m in sys.modules)
         for parked in agent.pending_approvals():
             await agent.decide(parked.call_id, allow=True)
@@ -48,6 +63,9 @@ async def main():
             "results": results,
             "models": sorted(h.llm.models()),
             "events": [event.type for event in agent.session.events],
+            "system": adapter.requests[0].system,
+            "stored": stored,
+            "mcp": mcp,
         }
     print(json.dumps(report))
 
@@ -55,15 +73,24 @@ asyncio.run(main())
 """
 
 #: What a turn of a fresh session that writes no file, names no provider, judges no command
-#: line and parks no call leaves out.
+#: line, parks no call, asks for no typed answer, adds no prompt section, reaches no budget,
+#: falls back to no other model, lists no session and reads no MCP server's status leaves out;
+#: nor does the SQLite store, off by default.
 RARE = (
     "cattrs",
     "importlib.metadata",
+    "dsh.llm._section",
+    "dsh.loop._output_spec",
     "dsh.loop._recovery",
     "dsh.session._rewind",
     "dsh.values._approval",
+    "dsh_plugins.budgets._family",
+    "dsh_plugins.fallback._switch",
     "dsh_plugins.llm_providers.profiles",
+    "dsh_plugins.mcp.status",
     "dsh_plugins.permissions.commands",
+    "dsh_plugins.persistence_jsonl.listing",
+    "dsh_plugins.persistence_sqlite.leases",
     "dsh_plugins.tools_fs.files",
     "dsh_plugins.tools_shell.process",
 )
@@ -128,8 +155,14 @@ def run(tmp_path: Path, code: str, *args: str) -> dict[str, Any]:
     return report
 
 
-def turn(tmp_path: Path, config: dict[str, Any], script: list[list[Any]]) -> dict[str, Any]:
-    return run(tmp_path, TURN, json.dumps(config), json.dumps(script), ",".join(RARE))
+def turn(
+    tmp_path: Path,
+    config: dict[str, Any],
+    script: list[list[Any]],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    arguments = (json.dumps(config), json.dumps(script), ",".join(RARE), json.dumps(extra or {}))
+    return run(tmp_path, TURN, *arguments)
 
 
 def test_a_plain_turn_imports_no_rare_path(tmp_path: Path) -> None:
@@ -200,6 +233,62 @@ def test_a_call_parked_for_approval_loads_the_approvals_and_runs_once_allowed(
     assert report["imported"] == ["dsh.values._approval"]  # while parked: no command ran yet
     assert report["results"] == [["hi\n[exit code 0]"]]
     assert "approval/decided" in report["events"]
+
+
+def test_a_typed_answer_loads_the_output_specs_and_is_accepted(tmp_path: Path) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    script: list[list[Any]] = [["tool_call_response", "c1", "final_result", {"n": 3}]]
+    report = turn(tmp_path, {}, script, {"options": {"output_type": schema}})
+    # Checking the answer reads a validator's refusal as cattrs reports it.
+    assert report["imported"] == ["cattrs", "dsh.loop._output_spec"]
+    assert report["results"] == [["Result accepted."]]
+    assert "output/result" in report["events"]
+
+
+def test_a_prompt_section_loads_its_class_and_reaches_the_model(tmp_path: Path) -> None:
+    report = turn(tmp_path, {}, [["text_response", "hi"]], {"prompt": "Be brief."})
+    assert report["imported"] == ["dsh.llm._section"]
+    assert "Be brief." in report["system"]
+
+
+def test_a_reached_budget_loads_the_limits_and_stops_the_turn(tmp_path: Path) -> None:
+    config = {"budgets": {"max_steps_per_turn": 1}}
+    script: list[list[Any]] = [
+        ["tool_call_response", "c1", "list_dir", {"path": "."}],
+        ["text_response", "never asked"],
+    ]
+    report = turn(tmp_path, config, script)
+    assert "dsh_plugins.budgets._family" in report["imported"]
+    assert report["events"][-2:] == ["budget/exceeded", "turn/end"]
+
+
+def test_a_failing_model_loads_the_switch_and_falls_back(tmp_path: Path) -> None:
+    config = {"fallback": {"chains": {"scripted": ["backup"]}}}
+    script: list[list[Any]] = [["error_response", "AUTH", "bad key"], ["text_response", "hi"]]
+    report = turn(tmp_path, config, script, {"models": ["scripted", "backup"]})
+    assert report["imported"] == ["dsh_plugins.fallback._switch"]
+    assert "llm/fallback" in report["events"]
+    assert "assistant/message" in report["events"]
+
+
+def test_a_listing_loads_the_session_listing_and_finds_the_session(tmp_path: Path) -> None:
+    report = turn(tmp_path, {}, [["text_response", "hi"]], {"list": True})
+    assert report["imported"] == ["dsh_plugins.persistence_jsonl.listing"]
+    assert report["stored"] == 1
+
+
+def test_an_enabled_sqlite_store_loads_the_leases_and_keeps_the_session(tmp_path: Path) -> None:
+    config = {"persistence_sqlite": {"enabled": True}, "persistence_jsonl": {"enabled": False}}
+    report = turn(tmp_path, config, [["text_response", "hi"]], {"list": True})
+    assert report["imported"] == ["dsh_plugins.persistence_sqlite.leases"]
+    assert report["stored"] == 1
+
+
+def test_an_mcp_status_loads_its_class_and_tells_the_state(tmp_path: Path) -> None:
+    config = {"mcp": {"servers": {"off": {"command": "true", "enabled": False}}}}
+    report = turn(tmp_path, config, [["text_response", "hi"]], {"mcp": True})
+    assert report["imported"] == ["dsh_plugins.mcp.status"]
+    assert report["mcp"] == ["disabled"]
 
 
 #: A harness started and closed: prints whether the metadata parser (``email.parser``) was

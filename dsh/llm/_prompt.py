@@ -13,22 +13,10 @@ from dsh.values._value import Value
 
 if TYPE_CHECKING:
     from dsh.hooks._caller import Hooks
+    from dsh.llm._section import PromptSection
     from dsh.tools._registry import ToolRegistry
 
-__all__ = ["PromptAssembly", "PromptSection", "SystemPrompt", "render"]
-
-
-@frozen(repr=False, eq=False)
-class PromptSection(Value):
-    """A named part of the system prompt. Lower ``order`` comes first; ``text`` may be a
-    function evaluated at every assembly (for content that changes)."""
-
-    name: str
-    text: str | Callable[[], str]
-    order: int = 0
-
-    def render(self) -> str:
-        return self.text() if callable(self.text) else self.text
+__all__ = ["PromptAssembly", "SystemPrompt", "render"]
 
 
 @frozen(repr=False, eq=False)

@@ -23,22 +23,17 @@ calls (request, tool middleware, continuation), nothing in the loop itself.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import sys
-import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, is_typeddict
+from typing import TYPE_CHECKING, Any
 
-import attrs
-from attrs import evolve, frozen
+from attrs import evolve
 
 from dsh.hooks._markers import Stop, hookimpl
-from dsh.session._codec import structure
 from dsh.tools._registry import ToolExecution, ToolOutcome
-from dsh.tools._schema import field_shape, shape_of, validate
 from dsh.values._agent import Continuation
 from dsh.values._content import PluginSource, Text, ToolCall, text_of
 from dsh.values._errors import DshError
@@ -53,10 +48,10 @@ from dsh.values._events import (
     TurnStart,
 )
 from dsh.values._request import JsonObject, LlmRequest, ToolSchema
-from dsh.values._value import Value
 
 if TYPE_CHECKING:
     from dsh.app._harness import Harness
+    from dsh.loop._output_spec import Mode, TurnState
     from dsh.values._agent import Agent
 
 __all__ = [
@@ -66,10 +61,8 @@ __all__ = [
     "OutputPlugin",
     "OutputResult",
     "OutputRetry",
-    "OutputSpec",
     "import_type",
     "load_schema",
-    "output_spec",
     "result_of",
 ]
 
@@ -83,109 +76,6 @@ _SOURCE = PluginSource("output")
 class OutputError(DshError):
     """The typed result is not available: the answer never validated, the turn did not
     complete, or no turn ran. The message says which, with the validation problem."""
-
-
-@frozen(repr=False, eq=False)
-class OutputSpec(Value):
-    """What the model is asked for: ``schema`` (always an object, as tool parameters must be),
-    whether the value is ``wrapped`` in its ``result`` property, and ``convert`` from JSON
-    values to the output type."""
-
-    name: str
-    schema: JsonObject
-    convert: Callable[[Any], Any]
-    wrapped: bool = False
-
-    def problems(self, value: Any) -> list[str]:
-        """Why ``value`` (what the model sent) is not an answer, each naming the field."""
-        found = validate(value, self.schema)
-        if found:
-            return found
-        import cattrs  # imported with the converter that convert uses (dsh.session._codec)
-
-        try:
-            self.convert(self.unwrap(value))
-        except cattrs.BaseValidationError as exc:  # a validator of the user's type refused it
-            return list(cattrs.transform_error(exc, format_exception=_explain))
-        return []
-
-    def unwrap(self, value: Any) -> Any:
-        return value["result"] if self.wrapped else value
-
-
-def _explain(exc: BaseException, _: Any) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
-def output_spec(output_type: object) -> OutputSpec:
-    """The spec of an ``output_type``; raises ``TypeError`` saying what is accepted."""
-    if isinstance(output_type, Mapping):
-        return _wrapped(output_type.get("title", "result"), dict(output_type), lambda v: v)
-    if isinstance(output_type, type) and attrs.has(output_type):
-        schema = shape_of(output_type).schema
-    elif isinstance(output_type, type) and dataclasses.is_dataclass(output_type):
-        schema = _record_schema(output_type, _dataclass_fields(output_type))
-    elif isinstance(output_type, type) and is_typeddict(output_type):
-        schema = _record_schema(output_type, _typeddict_fields(output_type))
-    else:
-        raise TypeError(
-            f"output_type {output_type!r} is not supported: give an attrs class, a dataclass, "
-            "a TypedDict or a JSON Schema dict"
-        )
-    kind: type = output_type
-    return OutputSpec(kind.__name__, schema, lambda v: structure(v, kind))
-
-
-def _wrapped(name: str, schema: JsonObject, convert: Callable[[Any], Any]) -> OutputSpec:
-    if schema.get("type") == "object":
-        return OutputSpec(name, schema, convert)
-    wrapper = {
-        "type": "object",
-        "properties": {"result": schema},
-        "required": ["result"],
-        "additionalProperties": False,
-    }
-    return OutputSpec(name, wrapper, convert, wrapped=True)
-
-
-def _dataclass_fields(cls: type) -> list[tuple[str, Any, bool]]:
-    hints = typing.get_type_hints(cls, include_extras=True)
-    return [
-        (f.name, hints[f.name], f.default is f.default_factory is dataclasses.MISSING)
-        for f in dataclasses.fields(cls)
-        if f.init
-    ]
-
-
-def _typeddict_fields(cls: type) -> list[tuple[str, Any, bool]]:
-    hints = typing.get_type_hints(cls, include_extras=True)
-    required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
-    return [(name, _not_required(hint), name in required) for name, hint in hints.items()]
-
-
-def _not_required(hint: Any) -> Any:
-    if typing.get_origin(hint) in (typing.Required, typing.NotRequired):
-        return typing.get_args(hint)[0]
-    return hint
-
-
-def _record_schema(cls: type, fields: Sequence[tuple[str, Any, bool]]) -> JsonObject:
-    properties: dict[str, Any] = {}
-    for name, hint, _ in fields:
-        nested = dataclasses.is_dataclass(hint) or is_typeddict(hint)
-        if nested and isinstance(hint, type):
-            properties[name] = output_spec(hint).schema
-        else:
-            properties[name] = field_shape(name, hint).schema
-    schema: JsonObject = {
-        "type": "object",
-        "properties": properties,
-        "required": [name for name, _, required in fields if required],
-        "additionalProperties": False,
-    }
-    if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}("):
-        schema["description"] = cls.__doc__.strip()
-    return schema
 
 
 def import_type(path: str, near: Path | None = None) -> Any:
@@ -238,6 +128,8 @@ def result_of(agent: Agent) -> Any:
     if end is None:
         raise OutputError(f"agent {agent.id!r} has not finished a turn yet")
     turn = end.turn
+    from dsh.loop._output_spec import output_spec
+
     for event in reversed(_turn_events(events, turn)):  # the latest word counts
         if isinstance(event.data, OutputResult):
             spec = output_spec(output_type)
@@ -260,29 +152,19 @@ def _turn_events(events: Sequence[SessionEvent], turn: int) -> list[SessionEvent
     return list(events[start:])
 
 
-Mode = Literal["tool", "json"]
-
-
-@attrs.define(repr=False)
-class _TurnState(Value):
-    turn: int
-    mode: Mode = "tool"
-    attempts: int = 0
-    done: bool = False
-    last_error: str = ""
-
-
 class OutputPlugin:
     """Asks for, checks and records typed results; every harness registers one."""
 
     def __init__(self, harness: Harness) -> None:
         self._harness = harness
-        self._turns: dict[str, _TurnState] = {}
+        self._turns: dict[str, TurnState] = {}
 
     @hookimpl
     def dsh_agent_turn_start(self, agent: Agent, turn: int) -> None:
         if agent.options.output_type is not None:
-            self._turns[agent.session.id] = _TurnState(turn)
+            from dsh.loop._output_spec import TurnState
+
+            self._turns[agent.session.id] = TurnState(turn)
 
     @hookimpl
     def dsh_agent_disposed(self, agent: Agent) -> None:
@@ -295,6 +177,8 @@ class OutputPlugin:
         state = self._turns.get(agent.session.id)
         if state is None:
             return None
+        from dsh.loop._output_spec import output_spec
+
         spec = output_spec(agent.options.output_type)
         state.mode = self._mode(request)
         schema = json.dumps(spec.schema, ensure_ascii=False)
@@ -352,13 +236,15 @@ class OutputPlugin:
         # Not a Stop: budgets, called after this, may still end a turn that keeps failing.
         return Continuation(True, "the answer is sent back to be corrected")
 
-    def _judge(self, agent: Agent, state: _TurnState, parse: Callable[[], Any]) -> bool:
+    def _judge(self, agent: Agent, state: TurnState, parse: Callable[[], Any]) -> bool:
         """Accept the parsed answer if it validates, else reject it; True when accepted."""
         try:
             value = parse()
         except ValueError as exc:
             problems = [f"the answer is not valid JSON: {exc}"]
         else:
+            from dsh.loop._output_spec import output_spec
+
             problems = output_spec(agent.options.output_type).problems(value)
             if not problems:
                 self._accept(agent, state, value)
@@ -366,11 +252,11 @@ class OutputPlugin:
         self._reject(agent, state, problems)
         return False
 
-    def _accept(self, agent: Agent, state: _TurnState, value: Any) -> None:
+    def _accept(self, agent: Agent, state: TurnState, value: Any) -> None:
         agent.session.append(OutputResult(state.turn, value))
         state.done = True
 
-    def _reject(self, agent: Agent, state: _TurnState, problems: list[str]) -> None:
+    def _reject(self, agent: Agent, state: TurnState, problems: list[str]) -> None:
         """Log the attempt; steer the problem back, or give up after ``output_retries``."""
         state.attempts += 1
         error = "; ".join(problems)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from dsh.llm._deepseek import served_ids as deepseek_served_ids
     from dsh.llm._deepseek import wire_name as deepseek_wire_name
     from dsh.llm._headers import retry_after_s
-    from dsh.llm._prompt import PromptSection
+    from dsh.llm._section import PromptSection
     from dsh.llm._service import ANY_MODEL, DeferredAdapter, ModelInfo
     from dsh.loop._family import Family
     from dsh.loop._output import OutputError, import_type, load_schema
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
     from dsh.tools._output import HeadTail
     from dsh.tools._registry import (
         TOOL_NAME,
-        ApprovalNeeded,
         Effect,
         InvalidTool,
         Tool,
@@ -92,7 +91,7 @@ if TYPE_CHECKING:
         PermissionMode,
         Retry,
     )
-    from dsh.values._approval import AlreadyDecided, PendingApproval
+    from dsh.values._approval import AlreadyDecided, ApprovalNeeded, PendingApproval
     from dsh.values._chunks import (
         BlockEnd,
         BlockStart,
@@ -403,7 +402,7 @@ _HOMES = {
     "AgentStatus": "dsh.values._agent",
     "AlreadyDecided": "dsh.values._approval",
     "ApprovalDecided": "dsh.values._events",
-    "ApprovalNeeded": "dsh.tools._registry",
+    "ApprovalNeeded": "dsh.values._approval",
     "ApprovalRequested": "dsh.values._events",
     "PendingApproval": "dsh.values._approval",
     "AssembledMessage": "dsh.llm._assembler",
@@ -485,7 +484,7 @@ _HOMES = {
     "Price": "dsh.values._tokens",
     "PriceBook": "dsh.values._tokens",
     "Pricing": "dsh.values._tokens",
-    "PromptSection": "dsh.llm._prompt",
+    "PromptSection": "dsh.llm._section",
     "QueuedMessage": "dsh.values._events",
     "RETRY_EVENT": "dsh.values._events",
     "RawEventData": "dsh.values._events",

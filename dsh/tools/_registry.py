@@ -32,12 +32,12 @@ from dsh.values._value import Value
 if TYPE_CHECKING:
     from dsh.hooks._caller import Hooks
     from dsh.values._agent import Agent
+    from dsh.values._approval import ApprovalNeeded
 
 __all__ = [
     "GUARDED_EFFECTS",
     "POLICY_SECTION",
     "TOOL_NAME",
-    "ApprovalNeeded",
     "Effect",
     "InvalidTool",
     "NoPolicyConfig",
@@ -221,16 +221,6 @@ def _outside(path: str, root: Path, how: str) -> str:
         f"path {path!r} is refused: the workspace is {root} and this path {how}. "
         "Use a path inside the workspace (relative paths are resolved against it)."
     )
-
-
-@frozen(repr=False, eq=False)
-class ApprovalNeeded(Value):
-    """Why a policy parks a call instead of deciding it: ``by`` what asked (a ``rule``, the
-    ``mode``) and ``reason`` why; ``timeout_s``: how long it may wait (``None``: for ever)."""
-
-    by: str
-    reason: str
-    timeout_s: float | None = None
 
 
 @frozen(repr=False, eq=False)

@@ -16,10 +16,26 @@ from dsh.values._errors import DshError
 from dsh.values._events import ApprovalDecided, ApprovalRequested, SessionEvent, ToolResultEvent
 from dsh.values._value import Value
 
-__all__ = ["AlreadyDecided", "PendingApproval", "pending_in", "summarize_arguments"]
+__all__ = [
+    "AlreadyDecided",
+    "ApprovalNeeded",
+    "PendingApproval",
+    "pending_in",
+    "summarize_arguments",
+]
 
 #: How much of a call's arguments an ``approval/requested`` event keeps.
 SUMMARY_CHARS = 200
+
+
+@frozen(repr=False, eq=False)
+class ApprovalNeeded(Value):
+    """Why a policy parks a call instead of deciding it: ``by`` what asked (a ``rule``, the
+    ``mode``) and ``reason`` why; ``timeout_s``: how long it may wait (``None``: for ever)."""
+
+    by: str
+    reason: str
+    timeout_s: float | None = None
 
 
 @frozen(repr=False, eq=False)

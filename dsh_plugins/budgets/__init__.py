@@ -17,7 +17,7 @@ stays within a limit plus one model call per agent. See ``docs/plugins/budgets.m
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import define, field, frozen
 from attrs.validators import optional
@@ -41,6 +41,9 @@ from dsh.plugin import (
     at_least,
     greater_than,
 )
+
+if TYPE_CHECKING:
+    from dsh_plugins.budgets._family import Link, Reached
 
 __all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
 
@@ -108,33 +111,6 @@ class _Spend(Value):
         self.cost += cost
 
 
-@frozen(repr=False, eq=False)
-class _Link(Value):
-    """Where a sub-agent's session was made: its parent's session and agent."""
-
-    session_id: str
-    agent_id: str
-
-
-@frozen(repr=False, eq=False)
-class _Reached(Value):
-    """A limit reached by a session: the asking agent's own (``agent_id`` ``None``) or that of
-    the agent ``agent_id`` above it, whose session is ``session_id``."""
-
-    limit: str
-    value: float
-    maximum: float
-    agent_id: str | None = None
-    session_id: str | None = None
-
-    def reason(self, agent_id: str | None = None) -> str:
-        """What the turn's end (or a refused sub-agent) says; ``agent_id`` names the agent of
-        an own limit."""
-        owner = self.agent_id or agent_id
-        of = "" if owner is None else f" of agent {owner!r}"
-        return f"budget: {self.limit}{of} reached ({self.value:g} of {self.maximum:g})"
-
-
 def _tokens(usage: TokenUsage) -> int:
     return (
         usage.input_tokens
@@ -151,7 +127,7 @@ class BudgetsPlugin:
         self._spend: dict[str, _Spend] = {}
         #: The parent of each sub-agent session made while this plugin watched: its spending
         #: is added to every session above it as it is billed.
-        self._parents: dict[str, _Link] = {}
+        self._parents: dict[str, Link] = {}
 
     @hookimpl
     def dsh_register_config(self, register: Callable[[str, type[Any]], Any]) -> None:
@@ -194,7 +170,9 @@ class BudgetsPlugin:
         data = event.data
         if isinstance(data, SubagentParent):
             if data.session_id in self._spend:
-                self._parents[session.id] = _Link(data.session_id, data.agent_id)
+                from dsh_plugins.budgets._family import Link
+
+                self._parents[session.id] = Link(data.session_id, data.agent_id)
             return
         if isinstance(data, SubagentEnd) and self._parent_of(data.session_id) == session.id:
             return  # billed to this session (and those above) as the sub-agent spent it
@@ -278,7 +256,7 @@ class BudgetsPlugin:
         )
         return Stop(Continuation(False, reached.reason()))
 
-    def _reached(self, session_id: str, *, own: bool) -> _Reached | None:
+    def _reached(self, session_id: str, *, own: bool) -> Reached | None:
         """The first limit reached by the session (each of its limits when ``own``, else the
         family's) or by a session above it (the family's limits)."""
         for sid, agent_id, spend in self._lineage(session_id):
@@ -286,7 +264,9 @@ class BudgetsPlugin:
             for limit, value, maximum in self._limits(spend):
                 applies = (mine and own) or limit in _FAMILY_LIMITS
                 if applies and maximum is not None and value >= maximum:
-                    return _Reached(limit, value, maximum, agent_id, None if mine else sid)
+                    from dsh_plugins.budgets._family import Reached
+
+                    return Reached(limit, value, maximum, agent_id, None if mine else sid)
         return None
 
     def _limits(self, spend: _Spend) -> list[tuple[str, float, float | None]]:

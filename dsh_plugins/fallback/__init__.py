@@ -37,6 +37,7 @@ from dsh.plugin import (
 
 if TYPE_CHECKING:
     from dsh.plugin import Harness
+    from dsh_plugins.fallback._switch import Switch
 
 __all__ = ["FALLBACK_EVENT", "FallbackConfig", "FallbackEvent", "FallbackPlugin"]
 
@@ -80,25 +81,13 @@ class FallbackEvent(Value):
     message: str
 
 
-@frozen(repr=False, eq=False)
-class _Switch(Value):
-    """An agent's fallback: ``primary`` runs as ``model`` since attempt ``offset`` of
-    ``step`` of ``turn``."""
-
-    primary: str
-    model: str
-    turn: int
-    step: int
-    offset: int
-
-
 class FallbackPlugin:
     """Per-model fallback chains for every agent of a harness."""
 
     def __init__(self) -> None:
         self._config = FallbackConfig()
         self._harness: Harness | None = None
-        self._switches: dict[str, _Switch] = {}
+        self._switches: dict[str, Switch] = {}
         self._primary: dict[str, str] = {}  # agent id -> the model its last request named
         self._switched: set[str] = set()  # agents whose history has another provider's turns
 
@@ -189,7 +178,9 @@ class FallbackPlugin:
             return None
         data = FallbackEvent(turn, step, attempt, current, following, failure.code, failure.message)
         agent.session.append(data)
-        self._switches[agent.id] = _Switch(primary, following, turn, step, attempt)
+        from dsh_plugins.fallback._switch import Switch
+
+        self._switches[agent.id] = Switch(primary, following, turn, step, attempt)
         self._switched.add(agent.id)
         return Retry(0.0, record=False)  # the switch event says it
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dsh.plugin import Command, Harness, hookimpl
+from dsh.plugin import Command, Harness, hookimpl, imported
 from dsh_plugins.mcp.config import SECTION, McpConfig, McpServerConfig
-from dsh_plugins.mcp.manager import McpServers, ServerStatus
+from dsh_plugins.mcp.manager import McpServers
+
+if TYPE_CHECKING:
+    from dsh_plugins.mcp.status import ServerStatus
 
 __all__ = [
     "MCP_HELP",
@@ -27,6 +30,14 @@ __all__ = [
     "McpServers",
     "ServerStatus",
 ]
+
+# A server's status loads when one is asked for (``dsh mcp list``), never with a start.
+_HOMES = {"ServerStatus": "dsh_plugins.mcp.status"}
+
+
+def __getattr__(name: str) -> Any:
+    return imported(__name__, name, _HOMES)
+
 
 MCP_HELP = "MCP servers: list the configured ones and their tools, or serve a dsh agent over MCP"
 

@@ -12,16 +12,15 @@ import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from attrs import frozen
-
-from dsh.plugin import DshError, Tool, Value, get_logger
+from dsh.plugin import DshError, Tool, get_logger
 from dsh_plugins.mcp.config import INSTALL, McpConfig, McpError, McpServerConfig
 
 if TYPE_CHECKING:
     from dsh.plugin import Harness
     from dsh_plugins.mcp.client import Connection
+    from dsh_plugins.mcp.status import ServerStatus
 
-__all__ = ["McpServers", "ServerStatus", "sdk_missing"]
+__all__ = ["McpServers", "sdk_missing"]
 
 log = get_logger("dsh.mcp")
 
@@ -34,21 +33,6 @@ def sdk_missing() -> str | None:
     if importlib.util.find_spec("mcp") is not None:
         return None
     return f"the MCP SDK is not installed: run {INSTALL} to use MCP servers"
-
-
-@frozen(repr=False, eq=False)
-class ServerStatus(Value):
-    """A server as ``dsh mcp list`` shows it: ``state`` is ``disabled``, ``running``,
-    ``failed``, ``crashed`` (started again on the next call) or ``stopped``; ``tools`` are the
-    dsh names of its tools; ``problems`` say which of its tools are not offered, and why."""
-
-    name: str
-    where: str
-    state: str
-    error: str | None = None
-    code: str | None = None
-    tools: tuple[str, ...] = ()
-    problems: tuple[str, ...] = ()
 
 
 class McpServers:
@@ -154,6 +138,8 @@ class McpServers:
         return [self._status(name, config) for name, config in self.config.servers.items()]
 
     def _status(self, name: str, config: McpServerConfig) -> ServerStatus:
+        from dsh_plugins.mcp.status import ServerStatus
+
         where = config.describe()
         if not config.enabled:
             return ServerStatus(name, where, "disabled")

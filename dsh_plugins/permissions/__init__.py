@@ -28,7 +28,6 @@ from attrs import evolve, frozen
 from dsh.plugin import (
     PERMISSION_MODES,
     ApprovalDecided,
-    ApprovalNeeded,
     DshError,
     Effect,
     LlmRequest,
@@ -139,6 +138,8 @@ class PermissionsPlugin:
             asking = decision
             decision = await self._ask(harness, execution, asking, configured.approval)
             if decision.by == "nobody" and configured.approval == "defer" and execution.agent:
+                from dsh.plugin import ApprovalNeeded  # imported with the parked calls
+
                 timeout_s = configured.approval_timeout_s
                 return ToolOutcome.deferred(ApprovalNeeded(asking.by, asking.reason, timeout_s))
         allowed = decision.action == "allow"

@@ -35,11 +35,11 @@ from dsh.plugin import (
     SessionEvent,
     SessionSummary,
     Value,
-    Writer,
     dumps,
     get_logger,
     greater_than,
     hookimpl,
+    imported,
     title_of,
 )
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from dsh.plugin import Harness
+    from dsh_plugins.persistence_sqlite.leases import Lease, process_alive
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -64,6 +65,16 @@ SECTION = "persistence_sqlite"
 SCHEMA_VERSION = 2
 T = TypeVar("T")
 log = get_logger("dsh_plugins.persistence_sqlite")
+# The leases load when a store is enabled: a harness whose SQLite store is off never needs them.
+_HOMES = {
+    "Lease": "dsh_plugins.persistence_sqlite.leases",
+    "process_alive": "dsh_plugins.persistence_sqlite.leases",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return imported(__name__, name, _HOMES)
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -126,74 +137,10 @@ class SqliteConfig(Value):
     lease_seconds: float = field(default=3600.0, validator=greater_than(0))
 
 
-#: Where :func:`process_alive` reads a process's state and start time (Linux).
-PROC = Path("/proc")
-
-
-def _process_stat(pid: int) -> tuple[str, int] | None:
-    """``(state, start time in clock ticks after boot)`` of ``pid`` from ``/proc``, or ``None``
-    where there is no ``/proc``."""
-    try:
-        stat = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # the name before ")" may hold spaces
-    return fields[0], int(fields[19])
-
-
-def process_alive(pid: int, started: int | None) -> bool:
-    """Whether process ``pid`` of this host runs — the one that took a lease when ``started``
-    (its start time) is known, not a later process given the same id. A zombie is dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, owned by someone else
-    stat = _process_stat(pid)
-    if stat is None:
-        return True
-    state, start = stat
-    return state != "Z" and (started is None or start == started)
-
-
-@frozen(repr=False, eq=False)
-class Lease(Value):
-    """A session's writer lease, as the ``writers`` row holds it.
-
-    The holder takes it in the transaction of its first write and renews it (``renewed``) in
-    every later one. Another store may take it over when the holder is gone: on the same host
-    when the holder's process is no longer alive (at once, after a crash); from another host,
-    where liveness cannot be checked, when the lease was not renewed for ``lease_seconds``. A
-    holder whose lease was taken over fails its next write with :class:`SessionBusy`: the check
-    runs in the same transaction as the write, so nothing it wrote is ever interleaved.
-    """
-
-    owner: str
-    pid: int
-    started: int | None
-    host: str
-    since: float
-    renewed: float
-
-    def stale(self, now: float, lease_seconds: float) -> bool:
-        if self.host == socket.gethostname():
-            return not process_alive(self.pid, self.started)
-        return now - self.renewed > lease_seconds
-
-    def writer(self) -> Writer:
-        return Writer(self.pid, self.host, self.since)
-
-
 def default_path() -> Path:
     """``$XDG_DATA_HOME/dsh/sessions.db``, read now."""
     data_home = os.environ.get("XDG_DATA_HOME") or os.path.join("~", ".local", "share")
     return Path(data_home).expanduser() / "dsh" / "sessions.db"
-
-
-def _started_self() -> int | None:
-    stat = _process_stat(os.getpid())
-    return None if stat is None else stat[1]
 
 
 def _quick_check(db: sqlite3.Connection, path: Path) -> None:
@@ -225,7 +172,8 @@ class SqliteStore(BufferedStore):
         self._lease_seconds = 3600.0
         #: Tells this store's leases from those of other stores, in this process or another.
         self._owner = secrets.token_hex(8)
-        self._started = _started_self()
+        #: This process's start time, which its leases carry (read once the store is enabled).
+        self._started: int | None = None
 
     @property
     def enabled(self) -> bool:
@@ -247,6 +195,9 @@ class SqliteStore(BufferedStore):
             return
         configured = Path(os.path.expandvars(config.path)).expanduser() if config.path else None
         self.path = self._explicit_path or configured or default_path()
+        from dsh_plugins.persistence_sqlite.leases import started_self
+
+        self._started = started_self()
 
     def _connection(self) -> sqlite3.Connection:
         """The database, opened on first use (so that a broken one fails the call that needs
@@ -315,6 +266,8 @@ class SqliteStore(BufferedStore):
         )
         if row is None:
             return None
+        from dsh_plugins.persistence_sqlite.leases import Lease
+
         lease = Lease(*row)
         if lease.stale(time.time(), self._lease_seconds):
             return None
@@ -358,6 +311,8 @@ class SqliteStore(BufferedStore):
     def _lease(self, db: sqlite3.Connection, session_id: str) -> None:
         """Take or renew this store's lease on ``session_id`` (inside the write transaction), or
         raise :class:`SessionBusy` naming the live holder."""
+        from dsh_plugins.persistence_sqlite.leases import Lease
+
         now = time.time()
         row = db.execute(
             "SELECT owner, pid, started, host, since, renewed FROM writers WHERE session_id = ?",

@@ -24,6 +24,7 @@ from dsh.values._content import Text
 from dsh.values._events import SessionEvent, UserMessage
 from dsh_plugins import persistence_sqlite
 from dsh_plugins.persistence_sqlite import SCHEMA_VERSION, Lease, SqliteStore, process_alive
+from dsh_plugins.persistence_sqlite import leases as leasing
 
 HOST = socket.gethostname()
 
@@ -127,7 +128,7 @@ async def test_a_lease_whose_holder_died_on_this_host_is_taken_over(tmp_path: Pa
     await store(path, "s", "a")
     put_lease(path, "s", pid=dead_pid())
     await store_more(path)
-    own = persistence_sqlite._started_self()
+    own = leasing.started_self()
     put_lease(path, "s", started=None if own is None else own + 1)  # our id, an older process
     await store_more(path)
 
@@ -204,7 +205,7 @@ async def test_a_lease_that_cannot_be_released_is_logged(tmp_path: Path) -> None
 
 
 def test_liveness_of_a_process() -> None:
-    own = persistence_sqlite._started_self()
+    own = leasing.started_self()
     assert process_alive(os.getpid(), own) and process_alive(os.getpid(), None)
     assert not process_alive(dead_pid(), None)
     child = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -222,9 +223,9 @@ def test_liveness_of_a_process() -> None:
 def test_liveness_without_proc_or_permission(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(persistence_sqlite, "PROC", tmp_path)  # a system without /proc
+    monkeypatch.setattr(leasing, "PROC", tmp_path)  # a system without /proc
     assert process_alive(os.getpid(), 12345)
-    assert persistence_sqlite._started_self() is None
+    assert leasing.started_self() is None
 
     def not_ours(pid: int, signal: int) -> None:
         raise PermissionError(1, "Operation not permitted")

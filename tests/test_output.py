@@ -10,7 +10,7 @@ import pytest
 
 from dsh import AgentOptions, Continuation, Harness, OutputError, Stop, hookimpl
 from dsh.llm._service import ModelInfo
-from dsh.loop._output import FINAL_RESULT, OutputFailed, OutputResult, OutputRetry, output_spec
+from dsh.loop._output import FINAL_RESULT, output_spec
 from dsh.testing import (
     ScriptedAdapter,
     ScriptEntry,
@@ -20,6 +20,7 @@ from dsh.testing import (
     tool_calls_response,
 )
 from dsh.values._events import TurnCompleted
+from dsh.values._rare_events import OutputFailed, OutputResult, OutputRetry
 from dsh.values._request import LlmRequest
 from tests.helpers import of_type, scripted_agent
 

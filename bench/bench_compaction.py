@@ -23,7 +23,8 @@ from attrs import frozen
 from dsh import AgentOptions, Harness, Tool
 from dsh.testing.mock import deepseek_config
 from dsh.testing.mockserver import MockServer
-from dsh.values._events import AssistantMessage, HistorySummary, TurnCompleted, TurnEnd
+from dsh.values._events import AssistantMessage, TurnCompleted, TurnEnd
+from dsh.values._rare_events import HistorySummary
 from dsh.values._request import ToolSchema
 from dsh_plugins.compaction import CompactionPlugin
 from dsh_plugins.llm_deepseek import DeepSeekPlugin

@@ -45,7 +45,6 @@ from dsh.values._approval import AlreadyDecided, PendingApproval, pending_in
 from dsh.values._config import find_config
 from dsh.values._errors import DshError, HookError, LlmError
 from dsh.values._events import (
-    ApprovalDecided,
     AssistantChunk,
     AssistantMessage,
     ErrorEvent,
@@ -54,6 +53,7 @@ from dsh.values._events import (
     TurnEnd,
     TurnStart,
 )
+from dsh.values._rare_events import ApprovalDecided
 
 __all__ = ["main"]
 

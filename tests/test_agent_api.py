@@ -17,14 +17,8 @@ from dsh.session._session import Session
 from dsh.testing import text_response
 from dsh.values._agent import Agent
 from dsh.values._content import Image, Reasoning, Text, ToolCall, ToolResult, as_blocks
-from dsh.values._events import (
-    QueuedMessage,
-    StepStart,
-    TurnCompleted,
-    TurnEnd,
-    TurnStart,
-    UserMessage,
-)
+from dsh.values._events import StepStart, TurnCompleted, TurnEnd, TurnStart, UserMessage
+from dsh.values._rare_events import QueuedMessage
 from tests.helpers import data_of, kinds, of_type, scripted_agent
 
 ROOT = Path(__file__).resolve().parent.parent

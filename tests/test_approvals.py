@@ -21,8 +21,6 @@ from dsh.tools._registry import Tool, ToolExecution, ToolOutcome
 from dsh.values._approval import summarize_arguments
 from dsh.values._content import Text, ToolCall
 from dsh.values._events import (
-    ApprovalDecided,
-    ApprovalRequested,
     AssistantMessage,
     SessionEvent,
     StepEnd,
@@ -35,6 +33,7 @@ from dsh.values._events import (
     TurnStart,
     UserMessage,
 )
+from dsh.values._rare_events import ApprovalDecided, ApprovalRequested
 from dsh.values._request import ToolSchema
 from dsh_plugins.permissions import PermissionsPlugin
 from tests.helpers import data_of, kinds

@@ -25,14 +25,8 @@ from typing import Any
 import pytest
 
 from dsh.testing.mockserver import MockServer
-from dsh.values._events import (
-    ApprovalDecided,
-    ApprovalRequested,
-    SessionEvent,
-    ToolResultEvent,
-    TurnCompleted,
-    TurnEnd,
-)
+from dsh.values._events import SessionEvent, ToolResultEvent, TurnCompleted, TurnEnd
+from dsh.values._rare_events import ApprovalDecided, ApprovalRequested
 
 SESSION = "parked-session"
 MODEL = "deepseek-v4-flash"

@@ -17,15 +17,14 @@ from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_calls_
 from dsh.values._chunks import StreamChunk
 from dsh.values._content import text_of
 from dsh.values._events import (
-    ApprovalRequested,
     SessionEvent,
-    SubagentStart,
     ToolResultEvent,
     TurnAborted,
     TurnCompleted,
     TurnDisposed,
     TurnEnd,
 )
+from dsh.values._rare_events import ApprovalRequested, SubagentStart
 from dsh.values._request import LlmRequest
 from dsh_plugins.permissions import PermissionsPlugin
 from dsh_plugins.subagents import SubagentsPlugin

@@ -11,7 +11,8 @@ import pytest
 from dsh import AgentOptions, Harness, Tool, hookimpl
 from dsh.cli import main
 from dsh.testing import ScriptedAdapter, text_response, tool_calls_response
-from dsh.values._events import ApprovalDecided, SessionEvent, ToolResultEvent, TurnEnd
+from dsh.values._events import SessionEvent, ToolResultEvent, TurnEnd
+from dsh.values._rare_events import ApprovalDecided
 from dsh.values._request import ToolSchema
 from dsh_plugins.persistence_jsonl import default_dir
 

@@ -11,7 +11,7 @@ from dsh import AgentOptions, Harness
 from dsh.cli import main
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 from dsh.values._chunks import StreamChunk
-from dsh.values._events import SubagentStart
+from dsh.values._rare_events import SubagentStart
 from dsh.values._request import LlmRequest
 from tests.helpers import data_of
 
@@ -57,7 +57,8 @@ def test_show_links_parent_and_children(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_a_running_child_and_a_child_made_without_a_call() -> None:
     from dsh.loop._family import family_lines
-    from dsh.values._events import SessionEvent, SubagentParent, SubagentStart
+    from dsh.values._events import SessionEvent
+    from dsh.values._rare_events import SubagentParent, SubagentStart
 
     events = [
         SessionEvent("subagent/parent", 0, 0.0, SubagentParent("p", "p-s", 2, 3)),

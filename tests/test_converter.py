@@ -44,12 +44,9 @@ from dsh.values._events import (
     CORE_EVENT_TYPES,
     AssistantChunk,
     AssistantMessage,
-    ContextMessage,
     ErrorEvent,
-    OutputResult,
     RawEventData,
     SessionEvent,
-    SteeringMessage,
     StepEnd,
     StepStart,
     ToolCallEvent,
@@ -66,6 +63,7 @@ from dsh.values._events import (
     UserMessage,
     event_type_of,
 )
+from dsh.values._rare_events import ContextMessage, OutputResult, SteeringMessage
 from dsh.values._request import LlmRequest, ToolSchema
 
 ints = st.integers(0, 1000)

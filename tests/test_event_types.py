@@ -16,8 +16,6 @@ from dsh.values._content import Text
 from dsh.values._errors import DshError
 from dsh.values._events import (
     CORE_EVENT_TYPES,
-    CoreEventData,
-    EventData,
     RawEventData,
     SessionEvent,
     StepBoundary,
@@ -27,6 +25,7 @@ from dsh.values._events import (
     UserMessage,
     event_type_of,
 )
+from dsh.values._rare_events import CoreEventData, EventData
 from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin
 from dsh_plugins.fallback import FallbackEvent, FallbackPlugin
 from dsh_plugins.permissions import ApprovalAsked, PermissionsPlugin

@@ -10,12 +10,7 @@ from dsh.values._content import Text, ToolCall
 from dsh.values._events import (
     AssistantChunk,
     AssistantMessage,
-    ElidedResult,
     ErrorEvent,
-    HistoryPrune,
-    HistoryRewriteEnd,
-    HistoryRewriteStart,
-    HistorySummary,
     RawEventData,
     SessionEvent,
     StepBoundary,
@@ -25,6 +20,13 @@ from dsh.values._events import (
     TurnEnd,
     TurnError,
     TurnStart,
+)
+from dsh.values._rare_events import (
+    ElidedResult,
+    HistoryPrune,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
     WithdrawnMessage,
 )
 

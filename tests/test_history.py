@@ -15,15 +15,17 @@ from dsh.session._session import Session, context_message, derive_history, summa
 from dsh.values._content import AgentSource, Message, Text, ToolResult
 from dsh.values._events import (
     AssistantMessage,
+    SessionEvent,
+    StepStart,
+    ToolResultEvent,
+    UserMessage,
+)
+from dsh.values._rare_events import (
     ContextMessage,
     ElidedResult,
     HistoryPrune,
     HistorySummary,
-    SessionEvent,
     SteeringMessage,
-    StepStart,
-    ToolResultEvent,
-    UserMessage,
 )
 
 CALL_IDS = ("a", "b", "c")

@@ -40,10 +40,7 @@ from dsh.values._content import (
 from dsh.values._events import (
     AssistantChunk,
     AssistantMessage,
-    ContextMessage,
     ErrorEvent,
-    QueuedMessage,
-    SteeringMessage,
     ToolResultEvent,
     TurnAborted,
     TurnCompleted,
@@ -54,6 +51,7 @@ from dsh.values._events import (
     TurnStart,
     UserMessage,
 )
+from dsh.values._rare_events import ContextMessage, QueuedMessage, SteeringMessage
 from dsh.values._request import LlmRequest, ToolSchema
 from tests.helpers import data_of, kinds, of_type, scripted_agent
 

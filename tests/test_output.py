@@ -10,7 +10,7 @@ import pytest
 
 from dsh import AgentOptions, Continuation, Harness, OutputError, Stop, hookimpl
 from dsh.llm._service import ModelInfo
-from dsh.loop._output import FINAL_RESULT, OutputFailed, OutputResult, OutputRetry
+from dsh.loop._output import FINAL_RESULT
 from dsh.loop._output_spec import output_spec
 from dsh.testing import (
     ScriptedAdapter,
@@ -21,6 +21,7 @@ from dsh.testing import (
     tool_calls_response,
 )
 from dsh.values._events import TurnCompleted
+from dsh.values._rare_events import OutputFailed, OutputResult, OutputRetry
 from dsh.values._request import LlmRequest
 from tests.helpers import of_type, scripted_agent
 

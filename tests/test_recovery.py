@@ -21,7 +21,6 @@ from dsh.values._content import Text, ToolCall
 from dsh.values._events import (
     AssistantMessage,
     ErrorEvent,
-    SeedEnd,
     SessionEvent,
     StepEnd,
     StepStart,
@@ -34,6 +33,7 @@ from dsh.values._events import (
     TurnStart,
     UserMessage,
 )
+from dsh.values._rare_events import SeedEnd
 from dsh.values._request import ToolSchema
 from tests.helpers import data_as, data_of, kinds, of_type
 

@@ -26,16 +26,8 @@ from dsh.session._rewind import changed_files, rewind, turn_diff
 from dsh.session._text import describe
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 from dsh.values._content import Text, text_of
-from dsh.values._events import (
-    ContextMessage,
-    QueuedMessage,
-    ToolResultEvent,
-    TurnCompleted,
-    TurnEnd,
-    TurnStart,
-    UserMessage,
-    WithdrawnMessage,
-)
+from dsh.values._events import ToolResultEvent, TurnCompleted, TurnEnd, TurnStart, UserMessage
+from dsh.values._rare_events import ContextMessage, QueuedMessage, WithdrawnMessage
 from dsh_plugins.persistence_jsonl import JsonlStore
 from dsh_plugins.persistence_sqlite import SqliteStore
 from dsh_plugins.tools_fs import FsToolsPlugin

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dsh.plugin import Session, Text, UserMessage
 from dsh.session._rewind import BlobTally, CheckpointCaps, HeldBlobs, record_change, scan_blobs
-from dsh.values._events import FileBlob
+from dsh.values._rare_events import FileBlob
 
 CONTENTS = st.sampled_from([b"", b"a", b"bb", b"a" * 40, b"c" * 90])
 STEPS = st.lists(

@@ -28,9 +28,7 @@ from dsh.values._chunks import StreamChunk, TextDelta
 from dsh.values._content import AgentSource, Image, Message, PluginSource, Text, ToolResult, text_of
 from dsh.values._events import (
     AssistantMessage,
-    ContextMessage,
     SessionEvent,
-    SteeringMessage,
     StepStart,
     ToolResultEvent,
     TurnCompleted,
@@ -38,6 +36,7 @@ from dsh.values._events import (
     TurnError,
     UserMessage,
 )
+from dsh.values._rare_events import ContextMessage, SteeringMessage
 from dsh.values._request import LlmRequest, ToolSchema
 from tests.helpers import data_of
 

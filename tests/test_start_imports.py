@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: text of a prompt section to add, ``list`` to list the stored sessions and ``mcp`` to read the
 #: MCP servers' status after the turn. Prints the modules imported when the turn ended or parked
 #: (and those were done), what the agent's tools returned (a parked call allowed), its events,
-#: the models the harness serves, the first request's system prompt, the stored sessions' count
-#: and the MCP servers' states.
+#: the models the harness serves, the first request's system prompt, the stored sessions' count,
+#: the MCP servers' states and the names ``dsh.values._events`` holds at the end.
 TURN = """
 import asyncio, json, sys
 import dsh.testing
@@ -66,6 +66,7 @@ async def main():
             "system": adapter.requests[0].system,
             "stored": stored,
             "mcp": mcp,
+            "event_names": sorted(vars(sys.modules["dsh.values._events"])),
         }
     print(json.dumps(report))
 
@@ -359,3 +360,56 @@ def test_a_wrong_config_reads_as_cattrs_reports_it(tmp_path: Path) -> None:
         "cattrs": True,
         "errors": ["[llm_deepseek] idle_timeout_s must be greater than 0, got 0.0"],
     }
+
+
+#: ``argv[1]`` ``write``: a turn after context was injected (a ``context/message``, whose class
+#: is defined when first needed), printing the session's id; ``resume`` (``argv[2]``, the id):
+#: the session resumed and a second turn, printing whether that class's module was imported
+#: before the resume and after, what the model was sent and the second answer.
+RARE_RESUME = """
+import asyncio, json, sys
+import dsh.testing
+from dsh import AgentOptions, Harness
+
+async def main():
+    adapter = dsh.testing.ScriptedAdapter([dsh.testing.text_response("one")])
+    options = AgentOptions(model="scripted")
+    async with Harness() as h:
+        h.llm.register_adapter(["scripted"], adapter)
+        if sys.argv[1] == "write":
+            agent = h.agent_loop.create("main", options)
+            agent.inject("the context")
+            agent.send("go")
+            await agent.wait_idle()
+            print(json.dumps({"session": agent.session.id}))
+            return
+        before = "dsh.values._rare_events" in sys.modules
+        agent = await h.agent_loop.resume(sys.argv[2], options)
+        after = "dsh.values._rare_events" in sys.modules
+        agent.send("again")
+        await agent.wait_idle()
+        sent = [block.text for m in adapter.requests[-1].messages for block in m.content]
+        print(json.dumps({"before": before, "after": after, "sent": sent}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_plain_turn_defines_none_of_the_rare_event_types(tmp_path: Path) -> None:
+    from dsh.values._events import LATER
+
+    modules = ",".join([*RARE, "dsh.values._rare_events"])
+    report = run(tmp_path, TURN, "{}", json.dumps([["text_response", "hello"]]), modules)
+    assert report["imported"] == []
+    assert report["events"][-1] == "turn/end"
+    rare = {*LATER.values(), "ElidedResult"}
+    assert "HistoryPrune" in rare
+    assert rare.isdisjoint(report["event_names"])
+
+
+def test_a_session_with_a_rare_event_type_resumes_defining_it_then(tmp_path: Path) -> None:
+    session = run(tmp_path, RARE_RESUME, "write")["session"]
+    report = run(tmp_path, RARE_RESUME, "resume", session)
+    assert (report["before"], report["after"]) == (False, True)
+    assert any("the context" in text for text in report["sent"])  # the context, read back
+    assert report["sent"][-1] == "again"

@@ -16,7 +16,8 @@ from dsh.app._usage import (
     prices_from_config,
 )
 from dsh.values._chunks import TokenUsage
-from dsh.values._events import AssistantMessage, HistorySummary, SessionEvent, StepStart
+from dsh.values._events import AssistantMessage, SessionEvent, StepStart
+from dsh.values._rare_events import HistorySummary
 from dsh_plugins.budgets import BudgetsPlugin
 from dsh_plugins.llm_deepseek import DeepSeekPlugin
 

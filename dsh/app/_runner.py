@@ -28,13 +28,8 @@ from dsh.values._chunks import TokenUsage
 from dsh.values._config import find_config
 from dsh.values._content import text_of
 from dsh.values._errors import DshError
-from dsh.values._events import (
-    AssistantMessage,
-    SubagentEnd,
-    TurnCompleted,
-    TurnEnd,
-    TurnEndReason,
-)
+from dsh.values._events import AssistantMessage, TurnCompleted, TurnEnd, TurnEndReason
+from dsh.values._rare_events import SubagentEnd
 from dsh.values._tokens import PriceBook
 from dsh.values._value import Value
 

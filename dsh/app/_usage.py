@@ -12,7 +12,8 @@ from typing import Any
 
 from dsh.app._harness import Harness
 from dsh.values._chunks import TokenUsage
-from dsh.values._events import AssistantMessage, HistorySummary, SessionEvent
+from dsh.values._events import AssistantMessage, SessionEvent
+from dsh.values._rare_events import HistorySummary
 from dsh.values._tokens import Price, PriceBook, Pricing
 
 __all__ = ["Price", "UsageMeter", "dollars", "price_book", "prices_from_config"]

@@ -19,6 +19,7 @@ from dsh._log import get_logger
 from dsh.hooks import _specs as hookspecs
 from dsh.hooks._markers import SYNC_STYLES, Stop, Style, event_types_of, style_of
 from dsh.values._errors import HookError, PluginLoadError
+from dsh.values._events import defined_classes
 
 if TYPE_CHECKING:
     from dsh.app._harness import Harness
@@ -124,7 +125,7 @@ Calls = tuple[tuple[Callable[..., Any], str], ...]
 
 
 def _event_notifier(
-    hook: str, at: int, calls: Calls, wanted: list[tuple[type[Any], ...] | None]
+    hook: str, at: int, calls: Calls, wanted: list[tuple[type[Any] | str, ...] | None]
 ) -> Callable[..., None]:
     """``_notifier`` for a hook carrying an event (argument ``at``), some of whose
     implementations want only some events (``wanted``, by :func:`~dsh.hooks._markers.for_events`):
@@ -152,10 +153,12 @@ def _event_notifier(
     return notify
 
 
-def _takes(types: tuple[type[Any], ...] | None, cls: type[Any]) -> bool:
+def _takes(types: tuple[type[Any] | str, ...] | None, cls: type[Any]) -> bool:
     """Whether an implementation that wants events of ``types`` (``None``: every event, as
-    :func:`~dsh.hooks._markers.event_types_of` says) takes one whose data is a ``cls``."""
-    return not types or issubclass(cls, types)
+    :func:`~dsh.hooks._markers.event_types_of` says) takes one whose data is a ``cls``. (Asked
+    once per class, when its first event comes: a tag's class is defined by then if ``cls``
+    derives from it.)"""
+    return not types or issubclass(cls, defined_classes(types))
 
 
 def _pending(value: Any) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 import pluggy
 from attrs import frozen
 
+from dsh.values._events import check_wanted
 from dsh.values._value import Value
 
 __all__ = [
@@ -65,7 +66,7 @@ def style_of(fn: Callable[..., Any]) -> Style:
     return style
 
 
-def for_events(*types: type[Any]) -> Callable[[F], F]:
+def for_events(*types: type[Any] | str) -> Callable[[F], F]:
     """Mark a ``dsh_session_event`` implementation as wanting only the events whose ``data``
     is an instance of one of ``types``: the hook runtime does not call it for the others. Most
     of a step's events are streamed chunks, which most observers skip at once; this skips them
@@ -73,11 +74,17 @@ def for_events(*types: type[Any]) -> Callable[[F], F]:
     loads::
 
         @hookimpl
-        @for_events(AssistantMessage, TurnEnd)
+        @for_events(AssistantMessage, TurnEnd, HISTORY_SUMMARY)
         def dsh_session_event(self, session, event): ...
+
+    A built-in event type whose class is defined when first needed (a history rewrite, a
+    sub-agent's, a permission mode's: :data:`~dsh.values._events.LATER`) may be named by its
+    tag (``HISTORY_SUMMARY``, ``"compaction/summary"``): the same events, and a plugin that
+    loads does not build the class.
     """
     if not types:
         raise TypeError("for_events() needs at least one event data class")
+    check_wanted(types)
 
     def mark(fn: F) -> F:
         setattr(fn, _EVENTS_ATTR, types)
@@ -86,8 +93,8 @@ def for_events(*types: type[Any]) -> Callable[[F], F]:
     return mark
 
 
-def event_types_of(fn: Callable[..., Any]) -> tuple[type[Any], ...] | None:
-    """The data classes :func:`for_events` gave ``fn`` (a function or a bound method), or
-    ``None``: every event."""
-    types: tuple[type[Any], ...] | None = getattr(fn, _EVENTS_ATTR, None)
+def event_types_of(fn: Callable[..., Any]) -> tuple[type[Any] | str, ...] | None:
+    """The data classes (and built-in type tags) :func:`for_events` gave ``fn`` (a function or
+    a bound method), or ``None``: every event."""
+    types: tuple[type[Any] | str, ...] | None = getattr(fn, _EVENTS_ATTR, None)
     return types

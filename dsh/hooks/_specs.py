@@ -505,7 +505,9 @@ def dsh_session_event(session: Session, event: SessionEvent) -> None:
     """An event was appended to ``session``: it runs for every streamed chunk, so keep it cheap
     (stores need not buffer here: the log is the buffer, read at the next checkpoint). An
     implementation that wants only some events says which with ``@dsh.for_events(DataClass,
-    ...)`` and is not called for the others (most of a step's events are streamed chunks).
+    ...)`` and is not called for the others (most of a step's events are streamed chunks); a
+    built-in type whose class is defined when first needed may be named by its tag
+    (``HISTORY_SUMMARY``), so that loading the plugin does not define it.
 
     Notify-sync: every implementation is called synchronously, in call order (``async def``
     is refused when the plugin loads); what it returns is ignored, and an exception is logged

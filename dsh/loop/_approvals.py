@@ -22,12 +22,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from dsh.values._errors import DshError
-from dsh.values._events import ApprovalDecided
 
 if TYPE_CHECKING:
     from dsh.session._session import Session
     from dsh.values._agent import AgentStatus
     from dsh.values._approval import PendingApproval
+    from dsh.values._rare_events import ApprovalDecided
 
 __all__ = ["TIMEOUT_CODE", "Approvals", "TurnParked"]
 
@@ -73,6 +73,8 @@ class Approvals:
         """Log ``approval/decided`` for parked call ``call_id`` and checkpoint it; then the
         waiting step goes on. Raises :class:`AlreadyDecided` for a call decided already and
         :class:`DshError` for one that is not waiting."""
+        from dsh.values._rare_events import ApprovalDecided
+
         waiting = next((p for p in self.pending() if p.call_id == call_id), None)
         if waiting is None:
             raise self._not_waiting(call_id)
@@ -88,6 +90,7 @@ class Approvals:
 
     def _not_waiting(self, call_id: str) -> DshError:
         from dsh.values._approval import AlreadyDecided
+        from dsh.values._rare_events import ApprovalDecided
 
         session = self._session.id
         for event in self._session.events.select(ApprovalDecided, reverse=True):
@@ -135,6 +138,8 @@ class Approvals:
                 await asyncio.wait_for(self._decided.wait(), remaining)
 
     def _decisions(self, wanted: set[str]) -> dict[str, ApprovalDecided]:
+        from dsh.values._rare_events import ApprovalDecided
+
         found: dict[str, ApprovalDecided] = {}
         for event in self._session.events.select(ApprovalDecided):
             data = event.data
@@ -144,6 +149,8 @@ class Approvals:
         return found
 
     def _time_out(self, overdue: PendingApproval) -> ApprovalDecided:
+        from dsh.values._rare_events import ApprovalDecided
+
         reason = f"no decision within {overdue.timeout_s:g} s"
         data = ApprovalDecided(overdue.call_id, overdue.name, False, "timeout", reason)
         self._session.append(data)

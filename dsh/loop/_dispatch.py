@@ -30,16 +30,11 @@ from attrs import evolve
 from dsh.loop._approvals import TIMEOUT_CODE, Approvals, TurnParked
 from dsh.tools._registry import ToolExecution, ToolOutcome, ToolRegistry
 from dsh.values._content import Block, Message, Text, ToolCall
-from dsh.values._events import (
-    ApprovalDecided,
-    ApprovalRequested,
-    SessionEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-)
+from dsh.values._events import SessionEvent, ToolCallEvent, ToolResultEvent
 
 if TYPE_CHECKING:
     from dsh.values._agent import Agent
+    from dsh.values._rare_events import ApprovalDecided
 
 __all__ = ["ToolDispatch", "call_ids", "with_unique_call_ids"]
 
@@ -190,6 +185,7 @@ class ToolDispatch:
             # The approval values load with the first parked call: a run whose calls are all
             # decided at once never needs them.
             from dsh.values._approval import summarize_arguments
+            from dsh.values._rare_events import ApprovalRequested
 
             tool = self._tools.get(call.name)
             effect = "other" if tool is None else tool.effect

@@ -31,9 +31,6 @@ from dsh.values._events import (
     AssistantMessage,
     SessionEvent,
     StepStart,
-    SubagentEnd,
-    SubagentParent,
-    SubagentStart,
     TurnAborted,
     TurnDisposed,
     TurnEnd,
@@ -46,13 +43,11 @@ if TYPE_CHECKING:
     from dsh.app._harness import Harness
     from dsh.session._session import Session
     from dsh.values._agent import Agent, AgentStatus
+    from dsh.values._rare_events import SubagentEnd
 
 __all__ = [
     "Family",
     "SpawnGuard",
-    "SubagentEnd",
-    "SubagentParent",
-    "SubagentStart",
     "family_lines",
     "unfinished_children",
 ]
@@ -92,6 +87,8 @@ def _spent(events: Sequence[SessionEvent]) -> tuple[TokenUsage | None, str | Non
 def unfinished_children(events: Sequence[SessionEvent]) -> list[tuple[str, SubagentEnd]]:
     """``subagent/end`` (``interrupted``) for each ``subagent/start`` in ``events`` without
     its end: the children a crash left running."""
+    from dsh.values._rare_events import SubagentEnd, SubagentStart
+
     ended = {e.data.session_id for e in events if isinstance(e.data, SubagentEnd)}
     return [
         (END, SubagentEnd(e.data.agent_id, e.data.session_id, INTERRUPTED, call_id=e.data.call_id))
@@ -153,6 +150,8 @@ class Family:
             reason = guard(parent)
             if reason is not None:
                 raise DshError(f"agent {agent_id!r} cannot start under {parent.id!r}: {reason}")
+        from dsh.values._rare_events import SubagentParent, SubagentStart
+
         session = self._harness.sessions.create(session_id, parent=parent.session.id)
         turn, step = _position(parent.session.events)
         session.append(SubagentParent(parent.id, parent.session.id, turn, step, call_id))
@@ -193,6 +192,8 @@ class Family:
         if parent is None:
             return
         self._children[id(parent)].remove(agent)
+        from dsh.values._rare_events import SubagentEnd, SubagentParent
+
         events = agent.session.events
         usage, model = _spent(events)
         link = events[0].data
@@ -204,6 +205,8 @@ class Family:
 def family_lines(events: Sequence[SessionEvent]) -> list[str]:
     """What ``dsh sessions show`` says of a session's family: its parent (where it was made)
     and its children (their sessions and how each ended, ``running`` if not yet)."""
+    from dsh.values._rare_events import SubagentEnd, SubagentParent, SubagentStart
+
     lines: list[str] = []
     if events and isinstance(events[0].data, SubagentParent):
         link = events[0].data

@@ -21,13 +21,6 @@ from dsh.session._session import new_session_id
 from dsh.values._agent import PERMISSION_MODES, AgentOptions, AgentStatus, Content, PermissionMode
 from dsh.values._content import MessageSource, UserSource, as_blocks
 from dsh.values._errors import DshError
-from dsh.values._events import (
-    ContextMessage,
-    PermissionModeChange,
-    QueuedMessage,
-    SteeringMessage,
-    WithdrawnMessage,
-)
 
 if TYPE_CHECKING:
     from dsh.app._harness import Harness
@@ -99,6 +92,8 @@ class AgentHandle:
         if self._in_turn:
             self._pending_context.append(message)
         else:
+            from dsh.values._rare_events import ContextMessage
+
             self.session.append(ContextMessage(message.content, message.source))
 
     def requeue(self, messages: Iterable[InboxMessage]) -> None:
@@ -111,6 +106,8 @@ class AgentHandle:
         """Each withdrawn message is logged ``inbox/withdrawn``, so a resume skips it."""
         taken = self.inbox.drain_steering()
         for seq in [m.queued_seq for m in taken if m.queued_seq is not None]:
+            from dsh.values._rare_events import WithdrawnMessage
+
             self.session.append(WithdrawnMessage(seq))
         return taken
 
@@ -162,6 +159,8 @@ class AgentHandle:
         """Logged ``permissions/mode``: the permission policy judges later calls in ``mode``."""
         if mode not in PERMISSION_MODES:
             raise DshError(f"unknown permission mode {mode!r}: use one of {PERMISSION_MODES}")
+        from dsh.values._rare_events import PermissionModeChange
+
         self.session.append(PermissionModeChange(mode))
 
     def pending_approvals(self) -> list[PendingApproval]:
@@ -244,6 +243,8 @@ class AgentHandle:
         self._check_alive()
         if self._in_turn and message.queued_seq is None:
             # Busy: the message may wait a while, so it is logged and survives a crash.
+            from dsh.values._rare_events import QueuedMessage
+
             data = QueuedMessage(message.content, message.source, steering)
             message = evolve(message, queued_seq=self.session.append(data).seq)
             self._spawn(self.session.checkpoint())
@@ -256,7 +257,9 @@ class AgentHandle:
 
     def _deliver_context(self) -> None:
         """Log the context injected during the turn (it reaches the next request)."""
-        for message in self._pending_context:
+        for message in self._pending_context:  # a class imported only when there is one
+            from dsh.values._rare_events import ContextMessage
+
             self.session.append(ContextMessage(message.content, message.source))
         self._pending_context.clear()
 
@@ -265,6 +268,8 @@ class AgentHandle:
         self._deliver_context()
         steering = self.inbox.drain_steering()
         for message in steering:
+            from dsh.values._rare_events import SteeringMessage
+
             data = SteeringMessage(turn, message.content, message.source, message.queued_seq)
             self.session.append(data)
         return bool(steering)

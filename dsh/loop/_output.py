@@ -37,16 +37,7 @@ from dsh.tools._registry import ToolExecution, ToolOutcome
 from dsh.values._agent import Continuation
 from dsh.values._content import PluginSource, Text, ToolCall, text_of
 from dsh.values._errors import DshError
-from dsh.values._events import (
-    AssistantMessage,
-    OutputFailed,
-    OutputResult,
-    OutputRetry,
-    SessionEvent,
-    TurnCompleted,
-    TurnEnd,
-    TurnStart,
-)
+from dsh.values._events import AssistantMessage, SessionEvent, TurnCompleted, TurnEnd, TurnStart
 from dsh.values._request import JsonObject, LlmRequest, ToolSchema
 
 if TYPE_CHECKING:
@@ -57,10 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FINAL_RESULT",
     "OutputError",
-    "OutputFailed",
     "OutputPlugin",
-    "OutputResult",
-    "OutputRetry",
     "import_type",
     "load_schema",
     "result_of",
@@ -120,6 +108,8 @@ def load_schema(text: str) -> JsonObject:
 
 def result_of(agent: Agent) -> Any:
     """The typed value of ``agent``'s last completed turn (see :class:`OutputPlugin`)."""
+    from dsh.values._rare_events import OutputFailed, OutputResult
+
     output_type = agent.options.output_type
     if output_type is None:
         raise OutputError(f"agent {agent.id!r} has no output_type: set AgentOptions(output_type)")
@@ -253,11 +243,15 @@ class OutputPlugin:
         return False
 
     def _accept(self, agent: Agent, state: TurnState, value: Any) -> None:
+        from dsh.values._rare_events import OutputResult
+
         agent.session.append(OutputResult(state.turn, value))
         state.done = True
 
     def _reject(self, agent: Agent, state: TurnState, problems: list[str]) -> None:
         """Log the attempt; steer the problem back, or give up after ``output_retries``."""
+        from dsh.values._rare_events import OutputFailed, OutputRetry
+
         state.attempts += 1
         error = "; ".join(problems)
         if state.attempts > agent.options.output_retries:

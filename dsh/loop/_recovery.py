@@ -26,22 +26,24 @@ from dsh.session._session import open_turn
 from dsh.values._content import Text, ToolCall
 from dsh.values._errors import DshError
 from dsh.values._events import (
-    ApprovalDecided,
-    ApprovalRequested,
     AssistantMessage,
-    QueuedMessage,
-    SeedEnd,
     SessionEvent,
-    SteeringMessage,
     StepEnd,
     StepStart,
-    SubagentEnd,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
     TurnInterrupted,
     TurnStart,
     UserMessage,
+)
+from dsh.values._rare_events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    QueuedMessage,
+    SeedEnd,
+    SteeringMessage,
+    SubagentEnd,
     WithdrawnMessage,
 )
 from dsh.values._value import Value

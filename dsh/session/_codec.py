@@ -51,7 +51,7 @@ from dsh.values._errors import DshError
 from dsh.values._events import (
     CORE_EVENT_TYPES,
     AssistantChunk,
-    EventData,
+    EventTypes,
     RawEventData,
     SessionEvent,
     TurnEndReason,
@@ -59,6 +59,8 @@ from dsh.values._events import (
 
 if TYPE_CHECKING:
     import cattrs
+
+    from dsh.values._events import EventData
 
 __all__ = ["EventCodec", "dumps", "structure", "unstructure"]
 
@@ -381,7 +383,7 @@ class EventCodec:
     """
 
     def __init__(self) -> None:
-        self.types: dict[str, type[Any]] = dict(CORE_EVENT_TYPES)
+        self.types: EventTypes = CORE_EVENT_TYPES.copy()
 
     def register(self, name: str, data_cls: type[Any]) -> None:
         """Declare the attrs class that holds the ``data`` of events of type ``name``."""

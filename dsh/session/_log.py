@@ -55,6 +55,8 @@ from dsh.values._events import (
     StepEnd,
     StepStart,
     ToolCallEvent,
+    check_wanted,
+    defined_classes,
 )
 from dsh.values._value import Value
 
@@ -248,13 +250,17 @@ class EventLog(Sequence[SessionEvent]):
         for seq in range(self._stop - 1, self._start - 1, -1):
             yield unpack(seq, kept[seq])
 
-    def select(self, *data: type[Any], reverse: bool = False) -> Iterator[SessionEvent]:
+    def select(self, *data: type[Any] | str, reverse: bool = False) -> Iterator[SessionEvent]:
         """The events whose ``data`` is an instance of one of the classes ``data``, in order (or
         last first, with ``reverse``): what ``(e for e in view if isinstance(e.data, ...))``
         gives, without building the events kept packed whose class was not asked for (the
         chunk events unless :class:`~dsh.values._events.AssistantChunk` is). Use it to find an
-        event in a long log: ``next(session.events.select(TurnEnd, reverse=True), None)``."""
-        wanted = tuple(issubclass(cls, data) for cls in _KEPT)
+        event in a long log: ``next(session.events.select(TurnEnd, reverse=True), None)``. A
+        built-in type whose class is defined when first needed may be named by its tag (as
+        :func:`~dsh.hooks._markers.for_events` takes it), without building its class."""
+        check_wanted(data)
+        classes = defined_classes(data)
+        wanted = tuple(issubclass(cls, classes) for cls in _KEPT)
         kept = self._kept
         seqs = (
             range(self._stop - 1, self._start - 1, -1)
@@ -264,7 +270,7 @@ class EventLog(Sequence[SessionEvent]):
         for seq in seqs:
             item = kept[seq]
             if not isinstance(item, tuple):
-                if isinstance(item.data, data):
+                if isinstance(item.data, classes):
                     yield item
             elif wanted[item[3]]:
                 yield unpack(seq, item)

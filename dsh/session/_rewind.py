@@ -35,17 +35,13 @@ from dsh.session._text import file_change
 from dsh.values._config import at_least
 from dsh.values._content import Text
 from dsh.values._errors import DshError
-from dsh.values._events import (
+from dsh.values._events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnStart, UserMessage
+from dsh.values._rare_events import (
     ContextMessage,
     FileBlob,
     FileChange,
-    SessionEvent,
     SessionRewind,
     SteeringMessage,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnStart,
-    UserMessage,
     WithdrawnMessage,
 )
 from dsh.values._value import Value

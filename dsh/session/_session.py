@@ -14,7 +14,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from attrs import frozen
 
@@ -33,16 +33,15 @@ from dsh.values._content import (
 )
 from dsh.values._errors import DshError
 from dsh.values._events import (
+    CONTEXT_MESSAGE,
     CORE_EVENT_TYPES,
+    HISTORY_PRUNE,
+    HISTORY_SUMMARY,
+    STEERING_MESSAGE,
     AssistantChunk,
     AssistantMessage,
-    ContextMessage,
-    EventData,
-    HistoryPrune,
-    HistorySummary,
     RawEventData,
     SessionEvent,
-    SteeringMessage,
     ToolResultEvent,
     TurnEnd,
     TurnStart,
@@ -57,6 +56,13 @@ if TYPE_CHECKING:
     from dsh.hooks._caller import Hooks
     from dsh.session._codec import EventCodec
     from dsh.values._chunks import StreamChunk
+    from dsh.values._rare_events import (
+        ContextMessage,
+        EventData,
+        HistoryPrune,
+        HistorySummary,
+        SteeringMessage,
+    )
 
 __all__ = [
     "AsyncBufferedStore",
@@ -132,34 +138,30 @@ def _elide(message: Message, notes: dict[str, str]) -> Message:
     )
 
 
-#: The data of the events that contribute a user message as it is.
-_USER_DATA = (UserMessage, SteeringMessage)
-
-
 def _project(event: SessionEvent) -> Message | None:
-    """The message an event contributes to model history, if any."""
+    """The message an event contributes to model history, if any. (The events of a type
+    :mod:`dsh.values._rare_events` defines are told by their tag, as their classes may not be
+    built: :data:`~dsh.values._events.CORE_EVENT_TYPES` maps the tag to the class.)"""
     data = event.data
-    if isinstance(data, _USER_DATA):
+    if isinstance(data, UserMessage):
         return Message("user", data.content)
     if isinstance(data, AssistantMessage):
         return Message("assistant", data.content)
     if isinstance(data, ToolResultEvent):
         return Message("user", (ToolResult(data.call_id, data.content, data.is_error),))
-    if isinstance(data, ContextMessage):
-        return context_message(data.content, data.source)
+    name = event.type
+    if name == STEERING_MESSAGE:
+        return Message("user", cast("SteeringMessage", data).content)
+    if name == CONTEXT_MESSAGE:
+        context = cast("ContextMessage", data)
+        return context_message(context.content, context.source)
     return None
 
 
-#: The data of the events that can change the derived history.
-_HISTORY_DATA = (
-    UserMessage,
-    SteeringMessage,
-    AssistantMessage,
-    ToolResultEvent,
-    ContextMessage,
-    HistorySummary,
-    HistoryPrune,
-)
+#: The data of the events that can change the derived history, of the classes always built,
+#: and the types of the others (told by their tag, as :func:`_project` does).
+_HISTORY_DATA = (UserMessage, AssistantMessage, ToolResultEvent)
+_HISTORY_TYPES = frozenset({STEERING_MESSAGE, CONTEXT_MESSAGE, HISTORY_SUMMARY, HISTORY_PRUNE})
 
 
 def fold_history(seqs: list[int], messages: list[Message], event: SessionEvent) -> None:
@@ -167,14 +169,15 @@ def fold_history(seqs: list[int], messages: list[Message], event: SessionEvent) 
     from), both in place: a summary or a prune rewrites earlier messages, any other event
     appends at most one. Two lists, not one of pairs: a session keeps its history for as long
     as it lives, and a pair holding a message is one more object the collector tracks."""
-    data = event.data
-    if isinstance(data, HistorySummary):
-        kept = [index for index, seq in enumerate(seqs) if seq >= data.replaces_upto]
+    name = event.type
+    if name == HISTORY_SUMMARY:
+        summary = cast("HistorySummary", event.data)
+        kept = [index for index, seq in enumerate(seqs) if seq >= summary.replaces_upto]
         seqs[:] = [event.seq, *(seqs[index] for index in kept)]
-        messages[:] = [summary_message(data.summary), *(messages[index] for index in kept)]
+        messages[:] = [summary_message(summary.summary), *(messages[index] for index in kept)]
         return
-    if isinstance(data, HistoryPrune):
-        notes = {e.call_id: e.note for e in data.elided}
+    if name == HISTORY_PRUNE:
+        notes = {e.call_id: e.note for e in cast("HistoryPrune", event.data).elided}
         messages[:] = [_elide(m, notes) for m in messages]
         return
     message = _project(event)
@@ -460,7 +463,9 @@ class Session:
         seqs, messages = self._derived_seqs, self._derived_messages
         # A slice, not ``islice``: that would step over every event already folded.
         for event in self._events[self._derived_upto :]:
-            if isinstance(event, tuple) or not isinstance(event.data, _HISTORY_DATA):
+            if isinstance(event, tuple) or not (
+                isinstance(event.data, _HISTORY_DATA) or event.type in _HISTORY_TYPES
+            ):
                 continue  # most events (chunks, boundaries): a test or two in C, no fold
             fold_history(seqs, messages, event)
             self._derived_tuple = None

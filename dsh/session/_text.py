@@ -13,21 +13,23 @@ import attrs
 from dsh.values._content import Block, ToolCall, text_of
 from dsh.values._events import (
     ErrorEvent,
-    FileBlob,
-    FileChange,
-    HistoryPrune,
-    HistoryRewriteEnd,
-    HistoryRewriteStart,
-    HistorySummary,
     RawEventData,
     SessionEvent,
-    SessionRewind,
     StepBoundary,
     ToolCallEvent,
     TurnEnd,
     TurnEndReason,
     TurnError,
     TurnStart,
+)
+from dsh.values._rare_events import (
+    FileBlob,
+    FileChange,
+    HistoryPrune,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
+    SessionRewind,
 )
 
 __all__ = ["brief", "describe", "file_change", "outcome"]

@@ -54,13 +54,13 @@ from dsh.values._chunks import FinishReason, LlmFailure, StreamChunk, TokenUsage
 from dsh.values._content import Block, MessageSource, Text
 from dsh.values._events import (
     RawEventData,
-    SeedEnd,
     SessionEvent,
     TurnCompleted,
     TurnEnd,
     TurnInterrupted,
     UserMessage,
 )
+from dsh.values._rare_events import SeedEnd
 from dsh.values._request import ToolSchema
 from dsh.values._value import Value
 

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from attrs import frozen
 
 from dsh.values._errors import DshError
-from dsh.values._events import ApprovalDecided, ApprovalRequested, SessionEvent, ToolResultEvent
+from dsh.values._events import SessionEvent, ToolResultEvent
+from dsh.values._rare_events import ApprovalDecided, ApprovalRequested
 from dsh.values._value import Value
 
 __all__ = [

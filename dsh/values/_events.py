@@ -7,12 +7,22 @@ The built-in types are listed in :data:`CORE_EVENT_TYPES` (their classes form th
 :data:`CoreEventData`); plugins add their own through ``dsh_register_event_types``; an event of
 a type nobody registered keeps its stored fields as :class:`RawEventData`. ``data`` is typed
 :data:`EventData`, so it is read by narrowing: ``isinstance(event.data, TurnEnd)``.
+
+The types a plain turn never logs (:data:`LATER`: the inbox's queue, context and steering,
+history rewrites, sub-agents, typed output, permission modes, file checkpoints, approvals) are
+defined in :mod:`dsh.values._rare_events`, imported the first time one of their names is read
+here (this module's ``__getattr__``) or :data:`CORE_EVENT_TYPES` is asked for one of their tags:
+a process that never meets one never builds their ~20 attrs classes (~3 ms of a start). Code
+that only tells events apart compares ``event.type`` with the tag held here (``HISTORY_PRUNE``)
+and casts; ``tests/test_event_types.py`` holds the tag and the class test equal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar, TypeAlias, get_args
+import importlib
+import sys
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from attrs import AttrsInstance, frozen
 
@@ -21,9 +31,57 @@ from dsh.values._content import Block, Image, MessageSource, Text, UserSource
 from dsh.values._errors import DshError
 from dsh.values._value import Value
 
+if TYPE_CHECKING:
+    from dsh.values._rare_events import (
+        ApprovalDecided,
+        ApprovalRequested,
+        ContextMessage,
+        ElidedResult,
+        FileBlob,
+        FileChange,
+        HistoryPrune,
+        HistoryRewriteEnd,
+        HistoryRewriteStart,
+        HistorySummary,
+        OutputFailed,
+        OutputResult,
+        OutputRetry,
+        PermissionModeChange,
+        QueuedMessage,
+        SeedEnd,
+        SessionRewind,
+        SteeringMessage,
+        SubagentEnd,
+        SubagentParent,
+        SubagentStart,
+        WithdrawnMessage,
+    )
+
 __all__ = [
+    "APPROVAL_DECIDED",
+    "APPROVAL_REQUESTED",
+    "CONTEXT_MESSAGE",
     "CORE_EVENT_TYPES",
+    "FILE_BLOB",
+    "FILE_CHANGED",
+    "HISTORY_PRUNE",
+    "HISTORY_REWRITE_END",
+    "HISTORY_REWRITE_START",
+    "HISTORY_SUMMARY",
+    "LATER",
+    "OUTPUT_FAILED",
+    "OUTPUT_RESULT",
+    "OUTPUT_RETRY",
+    "PERMISSION_MODE",
+    "QUEUED_MESSAGE",
     "RETRY_EVENT",
+    "SEED_END",
+    "SESSION_REWIND",
+    "STEERING_MESSAGE",
+    "SUBAGENT_END",
+    "SUBAGENT_PARENT",
+    "SUBAGENT_START",
+    "WITHDRAWN_MESSAGE",
     "ApprovalDecided",
     "ApprovalRequested",
     "AssistantChunk",
@@ -33,6 +91,7 @@ __all__ = [
     "ElidedResult",
     "ErrorEvent",
     "EventData",
+    "EventTypes",
     "FileBlob",
     "FileChange",
     "HistoryPrune",
@@ -69,8 +128,28 @@ __all__ = [
     "TurnStart",
     "UserMessage",
     "WithdrawnMessage",
+    "check_wanted",
+    "defined_classes",
     "event_type_of",
 ]
+
+
+#: The type tags of the built-in events a plain turn never logs, whose classes
+#: :mod:`dsh.values._rare_events` defines when first needed: a tag tells their events apart
+#: without building a class.
+WITHDRAWN_MESSAGE, QUEUED_MESSAGE = "inbox/withdrawn", "inbox/queued"
+SEED_END, CONTEXT_MESSAGE, STEERING_MESSAGE = (
+    "session/end-seed",
+    "context/message",
+    "steering/message",
+)
+HISTORY_REWRITE_START, HISTORY_PRUNE = "compaction/start", "compaction/prune"
+HISTORY_SUMMARY, HISTORY_REWRITE_END = "compaction/summary", "compaction/end"
+SUBAGENT_PARENT, SUBAGENT_START, SUBAGENT_END = "subagent/parent", "subagent/start", "subagent/end"
+OUTPUT_RETRY, OUTPUT_RESULT, OUTPUT_FAILED = "output/retry", "output/result", "output/failed"
+PERMISSION_MODE = "permissions/mode"
+FILE_BLOB, FILE_CHANGED, SESSION_REWIND = "file/blob", "file/changed", "session/rewind"
+APPROVAL_REQUESTED, APPROVAL_DECIDED = "approval/requested", "approval/decided"
 
 
 @frozen(repr=False, eq=False)
@@ -79,55 +158,6 @@ class UserMessage(Value):
     consumes, when it was queued while the agent was busy."""
 
     type: ClassVar[str] = "user/message"
-    content: tuple[Block, ...]
-    source: MessageSource = UserSource()
-    queued_seq: int | None = None
-
-
-@frozen(repr=False, eq=False)
-class WithdrawnMessage(Value):
-    """A queued message taken back out of the inbox before it reached the model (``dsh chat``
-    hands steering left over by the user's abort back as a draft): a resume does not restore
-    it."""
-
-    type: ClassVar[str] = "inbox/withdrawn"
-    queued_seq: int
-
-
-@frozen(repr=False, eq=False)
-class QueuedMessage(Value):
-    """A message queued while a turn ran (``steering``: for the running turn). Logged so that a
-    crash cannot lose it; the ``user/message`` or ``steering/message`` consuming it names it."""
-
-    type: ClassVar[str] = "inbox/queued"
-    content: tuple[Block, ...]
-    source: MessageSource = UserSource()
-    steering: bool = False
-
-
-@frozen(repr=False, eq=False)
-class SeedEnd(Value):
-    """Data of ``session/end-seed``: a resumed session's stored log ends before this event."""
-
-    type: ClassVar[str] = "session/end-seed"
-    stored: int
-
-
-@frozen(repr=False, eq=False)
-class ContextMessage(Value):
-    """Context injected for the next request without starting a turn (``agent.inject``)."""
-
-    type: ClassVar[str] = "context/message"
-    content: tuple[Block, ...]
-    source: MessageSource = UserSource()
-
-
-@frozen(repr=False, eq=False)
-class SteeringMessage(Value):
-    """A message that arrived while a turn was running, delivered between steps."""
-
-    type: ClassVar[str] = "steering/message"
-    turn: int
     content: tuple[Block, ...]
     source: MessageSource = UserSource()
     queued_seq: int | None = None
@@ -287,279 +317,6 @@ class RetryEvent(Value):
 
 
 @frozen(repr=False, eq=False)
-class HistoryRewriteStart(Value):
-    """A rewrite of the history began in turn ``turn``, at about ``tokens_before`` tokens.
-    ``reason`` is the writer's word for why (the built-in compaction says ``threshold``,
-    ``overflow`` or ``manual``; ``overflow`` means the model refused the request as too
-    long)."""
-
-    type: ClassVar[str] = "compaction/start"
-    turn: int
-    reason: str
-    tokens_before: int
-
-
-@frozen(repr=False, eq=False)
-class ElidedResult(Value):
-    """The result of tool call ``call_id``: the model sees ``note`` instead of its content."""
-
-    call_id: str
-    note: str
-
-
-@frozen(repr=False, eq=False)
-class HistoryPrune(Value):
-    """Old tool results whose content the model now sees as a short note instead."""
-
-    type: ClassVar[str] = "compaction/prune"
-    elided: tuple[ElidedResult, ...]
-
-
-@frozen(repr=False, eq=False)
-class HistorySummary(Value):
-    """Everything the model saw from events before ``replaces_upto`` is now ``summary``.
-    ``usage`` and ``model`` are those of the model call that wrote it, if one did (it is
-    billed like any other)."""
-
-    type: ClassVar[str] = "compaction/summary"
-    replaces_upto: int
-    summary: str
-    tokens_before: int
-    tokens_after: int
-    usage: TokenUsage | None = None
-    model: str | None = None
-
-
-@frozen(repr=False, eq=False)
-class HistoryRewriteEnd(Value):
-    """The rewrite is over: the history is now about ``tokens_after`` tokens; ``error`` says
-    what failed (the prunes and summaries logged before it stand)."""
-
-    type: ClassVar[str] = "compaction/end"
-    tokens_after: int
-    error: str | None = None
-
-
-SUBAGENT_PARENT, SUBAGENT_START, SUBAGENT_END = "subagent/parent", "subagent/start", "subagent/end"
-
-
-@frozen(repr=False, eq=False)
-class SubagentParent(Value):
-    """Data of ``subagent/parent``, a sub-agent's first event: where it was made (the parent's
-    agent and session, its turn and step then, and the tool call that made it, if one did)."""
-
-    type: ClassVar[str] = SUBAGENT_PARENT
-    agent_id: str
-    session_id: str
-    turn: int
-    step: int
-    call_id: str | None = None
-
-
-@frozen(repr=False, eq=False)
-class SubagentStart(Value):
-    """Data of ``subagent/start`` in the parent's log: child ``agent_id`` runs in
-    ``session_id`` (made by tool call ``call_id``, if one did)."""
-
-    type: ClassVar[str] = SUBAGENT_START
-    agent_id: str
-    session_id: str
-    turn: int
-    step: int
-    call_id: str | None = None
-
-
-@frozen(repr=False, eq=False)
-class SubagentEnd(Value):
-    """Data of ``subagent/end`` in the parent's log: the child is gone. ``outcome`` is how its
-    last turn ended (``completed``, ``error``, ``aborted``..., ``interrupted`` after a crash,
-    ``none`` if it ran no turn); ``usage`` and ``model``: what it used, for budgets."""
-
-    type: ClassVar[str] = SUBAGENT_END
-    agent_id: str
-    session_id: str
-    outcome: str
-    usage: TokenUsage | None = None
-    model: str | None = None
-    call_id: str | None = None
-
-
-OUTPUT_RETRY, OUTPUT_RESULT, OUTPUT_FAILED = "output/retry", "output/result", "output/failed"
-
-
-@frozen(repr=False, eq=False)
-class OutputRetry(Value):
-    """Data of ``output/retry``: attempt ``attempt`` of turn ``turn`` at a typed answer did not
-    validate, because of ``error``, which is sent back to the model (the last attempt, with none
-    left, is logged ``output/failed`` instead)."""
-
-    type: ClassVar[str] = OUTPUT_RETRY
-    turn: int
-    attempt: int
-    error: str
-
-
-@frozen(repr=False, eq=False)
-class OutputResult(Value):
-    """Data of ``output/result``: the validated typed answer of turn ``turn``, as JSON values."""
-
-    type: ClassVar[str] = OUTPUT_RESULT
-    turn: int
-    value: Any
-
-
-@frozen(repr=False, eq=False)
-class OutputFailed(Value):
-    """Data of ``output/failed``: turn ``turn`` gave up after ``attempts`` invalid answers."""
-
-    type: ClassVar[str] = OUTPUT_FAILED
-    turn: int
-    attempts: int
-    error: str
-
-
-PERMISSION_MODE = "permissions/mode"
-
-
-@frozen(repr=False, eq=False)
-class PermissionModeChange(Value):
-    """Data of ``permissions/mode``: from here on, this agent's tool calls are judged in
-    ``mode`` (``plan``, ``read-only``, ``workspace-write``, ``full``), e.g. after ``/approve``."""
-
-    type: ClassVar[str] = PERMISSION_MODE
-    mode: str
-
-
-FILE_BLOB, FILE_CHANGED, SESSION_REWIND = "file/blob", "file/changed", "session/rewind"
-
-
-@frozen(repr=False, eq=False)
-class FileBlob(Value):
-    """Data of ``file/blob``: the bytes of a file as a :class:`FileChange` found them before
-    changing it, base64-encoded in ``data`` (``size`` bytes), under their SHA-256 ``digest``
-    (``sha256:<hex>``). Logged once per session per digest, before the first change that
-    needs it: the log holds its own checkpoints, wherever it is stored or forked."""
-
-    type: ClassVar[str] = FILE_BLOB
-    digest: str
-    size: int
-    data: str
-
-
-@frozen(repr=False, eq=False)
-class FileChange(Value):
-    """Data of ``file/changed``: in turn ``turn``, tool ``tool`` (call ``call_id``) changes the
-    file at ``path`` (absolute) from ``before`` to ``after``: each a content digest
-    (``sha256:<hex>``), or ``None`` for no file. Logged before the change is made; its
-    previous content is in a :class:`FileBlob` of the same digest unless ``lost`` says why it
-    was not kept (a size cap): such a file cannot be rewound. ``error``: the change failed and
-    the file kept ``after`` (which is then ``before``)."""
-
-    type: ClassVar[str] = FILE_CHANGED
-    turn: int
-    tool: str
-    path: str
-    before: str | None
-    after: str | None
-    call_id: str | None = None
-    lost: str | None = None
-    error: str | None = None
-
-
-@frozen(repr=False, eq=False)
-class SessionRewind(Value):
-    """Data of ``session/rewind``: the files the built-in file tools changed in session
-    ``source`` since turn ``to_turn`` began were put back as they were before it. ``restored``
-    lists the paths put back, ``conflicts`` those changed since by something else and kept,
-    ``lost`` those whose earlier content was not kept; ``shell_calls`` counts the commands
-    run since, whose effects stay."""
-
-    type: ClassVar[str] = SESSION_REWIND
-    source: str
-    to_turn: int
-    restored: tuple[str, ...] = ()
-    conflicts: tuple[str, ...] = ()
-    lost: tuple[str, ...] = ()
-    shell_calls: int = 0
-
-
-@frozen(repr=False, eq=False)
-class ApprovalRequested(Value):
-    """Data of ``approval/requested``: tool call ``call_id`` (of tool ``name``, step ``step``
-    of turn ``turn``) needs a decision nobody present could give, so the turn is parked until
-    ``agent.decide`` records one (``approval/decided``). ``summary`` is the call's arguments,
-    shortened; ``effect`` what the tool declares it does; ``by`` what asked (a ``rule`` or the
-    ``mode``) and ``reason`` why; past ``timeout_s`` seconds (``None``: never) the call is
-    denied (``APPROVAL_TIMEOUT``)."""
-
-    type: ClassVar[str] = "approval/requested"
-    turn: int
-    step: int
-    call_id: str
-    name: str
-    summary: str
-    effect: str
-    by: str
-    reason: str
-    timeout_s: float | None = None
-
-
-@frozen(repr=False, eq=False)
-class ApprovalDecided(Value):
-    """Data of ``approval/decided``: whether call ``call_id`` (of tool ``name``) may run,
-    decided ``by`` a ``rule``, the ``mode``, the ``approver`` (a host that answered, or
-    ``agent.decide`` for a parked call), ``timeout`` (a parked call's ``timeout_s`` passed) or
-    ``nobody`` (no host could ask: denied), and why."""
-
-    type: ClassVar[str] = "approval/decided"
-    call_id: str
-    name: str
-    allowed: bool
-    by: str
-    reason: str
-
-
-#: The data of every built-in event type: ``isinstance`` narrows a :attr:`SessionEvent.data` to
-#: one of them.
-CoreEventData: TypeAlias = (
-    UserMessage
-    | QueuedMessage
-    | WithdrawnMessage
-    | SeedEnd
-    | ContextMessage
-    | SteeringMessage
-    | TurnStart
-    | TurnEnd
-    | StepStart
-    | StepEnd
-    | AssistantChunk
-    | AssistantMessage
-    | ToolCallEvent
-    | ToolResultEvent
-    | ErrorEvent
-    | RetryEvent
-    | HistoryRewriteStart
-    | HistoryPrune
-    | HistorySummary
-    | HistoryRewriteEnd
-    | SubagentParent
-    | SubagentStart
-    | SubagentEnd
-    | OutputRetry
-    | OutputResult
-    | OutputFailed
-    | PermissionModeChange
-    | FileBlob
-    | FileChange
-    | SessionRewind
-    | ApprovalRequested
-    | ApprovalDecided
-)
-
-_CORE_EVENT_CLASSES: tuple[type[CoreEventData], ...] = get_args(CoreEventData)
-
-
-@frozen(repr=False, eq=False)
 class RawEventData(Value):
     """The data of an event of a type this build does not know (its plugin is not installed),
     kept as the JSON ``fields`` it was stored as: it is written back unchanged, so loading and
@@ -569,9 +326,47 @@ class RawEventData(Value):
     fields: Mapping[str, Any]
 
 
-#: What :attr:`SessionEvent.data` holds: a built-in event's data, a plugin-registered attrs
-#: class's instance, or the raw fields of an unknown type.
-EventData: TypeAlias = CoreEventData | RawEventData | AttrsInstance
+if TYPE_CHECKING:
+    #: The data of every built-in event type: ``isinstance`` narrows a
+    #: :attr:`SessionEvent.data` to one of them. (Read at run time, it is
+    #: :mod:`dsh.values._rare_events`'s, which is the same union.)
+    CoreEventData: TypeAlias = (
+        UserMessage
+        | QueuedMessage
+        | WithdrawnMessage
+        | SeedEnd
+        | ContextMessage
+        | SteeringMessage
+        | TurnStart
+        | TurnEnd
+        | StepStart
+        | StepEnd
+        | AssistantChunk
+        | AssistantMessage
+        | ToolCallEvent
+        | ToolResultEvent
+        | ErrorEvent
+        | RetryEvent
+        | HistoryRewriteStart
+        | HistoryPrune
+        | HistorySummary
+        | HistoryRewriteEnd
+        | SubagentParent
+        | SubagentStart
+        | SubagentEnd
+        | OutputRetry
+        | OutputResult
+        | OutputFailed
+        | PermissionModeChange
+        | FileBlob
+        | FileChange
+        | SessionRewind
+        | ApprovalRequested
+        | ApprovalDecided
+    )
+    #: What :attr:`SessionEvent.data` holds: a built-in event's data, a plugin-registered
+    #: attrs class's instance, or the raw fields of an unknown type.
+    EventData: TypeAlias = CoreEventData | RawEventData | AttrsInstance
 
 
 # Every event of every log: no weak-reference slot, 8 bytes less.
@@ -586,8 +381,157 @@ class SessionEvent(Value):
     data: EventData
 
 
-#: Every built-in event type and the class of its ``data``, keyed by the class's own tag.
-CORE_EVENT_TYPES: dict[str, type[Any]] = {cls.type: cls for cls in _CORE_EVENT_CLASSES}
+_LATER_MODULE = "dsh.values._rare_events"
+
+
+def _later(name: str) -> Any:
+    """Attribute ``name`` of :mod:`dsh.values._rare_events`, importing it (building its
+    classes) if no one has yet."""
+    return getattr(importlib.import_module(_LATER_MODULE), name)
+
+
+class EventTypes(MutableMapping[str, type[Any]]):
+    """Event type tags and the classes of their ``data``, as a mapping, where the class of a
+    tag may be the name of a class of :mod:`dsh.values._rare_events` not imported yet: looking
+    it up imports it (iterating over the items imports it too, as it needs every class; the
+    tags alone do not). :data:`CORE_EVENT_TYPES` is one, and each
+    :class:`~dsh.session._codec.EventCodec` holds a copy that plugins' types are added to.
+
+    ``tests/test_event_types.py`` holds it equal to the dict of every built-in class by its
+    tag that it replaces (which an eager ``_events`` module defined)."""
+
+    __slots__ = ("_types",)
+
+    def __init__(self, types: Mapping[str, type[Any] | str]) -> None:
+        self._types: dict[str, type[Any] | str] = dict(types)
+
+    def __getitem__(self, name: str) -> type[Any]:
+        found = self._types[name]
+        if isinstance(found, str):
+            found = self._types[name] = _later(found)
+        return found
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """``self[name]``, or ``default`` for a tag it does not hold: a decode asks per event."""
+        found = self._types.get(name)
+        if found is None:
+            return default
+        return self[name] if isinstance(found, str) else found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types
+
+    def __setitem__(self, name: str, cls: type[Any]) -> None:
+        self._types[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._types[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._types)
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def copy(self) -> EventTypes:
+        """Another such mapping, holding the same (to be added to without changing this one)."""
+        return EventTypes(self._types)
+
+    def __repr__(self) -> str:
+        return f"EventTypes({self._types!r})"
+
+
+#: The built-in event types :mod:`dsh.values._rare_events` defines, by tag: its class's name
+#: there. (In the order :data:`CoreEventData` lists them.)
+LATER: Mapping[str, str] = {
+    QUEUED_MESSAGE: "QueuedMessage",
+    WITHDRAWN_MESSAGE: "WithdrawnMessage",
+    SEED_END: "SeedEnd",
+    CONTEXT_MESSAGE: "ContextMessage",
+    STEERING_MESSAGE: "SteeringMessage",
+    HISTORY_REWRITE_START: "HistoryRewriteStart",
+    HISTORY_PRUNE: "HistoryPrune",
+    HISTORY_SUMMARY: "HistorySummary",
+    HISTORY_REWRITE_END: "HistoryRewriteEnd",
+    SUBAGENT_PARENT: "SubagentParent",
+    SUBAGENT_START: "SubagentStart",
+    SUBAGENT_END: "SubagentEnd",
+    OUTPUT_RETRY: "OutputRetry",
+    OUTPUT_RESULT: "OutputResult",
+    OUTPUT_FAILED: "OutputFailed",
+    PERMISSION_MODE: "PermissionModeChange",
+    FILE_BLOB: "FileBlob",
+    FILE_CHANGED: "FileChange",
+    SESSION_REWIND: "SessionRewind",
+    APPROVAL_REQUESTED: "ApprovalRequested",
+    APPROVAL_DECIDED: "ApprovalDecided",
+}
+
+#: Every built-in event type and the class of its ``data``, keyed by the class's own tag (a
+#: class of :data:`LATER` is defined when it is first looked up).
+CORE_EVENT_TYPES: EventTypes = EventTypes(
+    {
+        UserMessage.type: UserMessage,
+        **dict(list(LATER.items())[:5]),
+        **{
+            cls.type: cls
+            for cls in (
+                TurnStart,
+                TurnEnd,
+                StepStart,
+                StepEnd,
+                AssistantChunk,
+                AssistantMessage,
+                ToolCallEvent,
+                ToolResultEvent,
+                ErrorEvent,
+                RetryEvent,
+            )
+        },
+        **dict(list(LATER.items())[5:]),
+    }
+)
+
+
+def defined_classes(wanted: Iterable[type[Any] | str]) -> tuple[type[Any], ...]:
+    """The classes ``wanted`` names, for an ``isinstance`` or ``issubclass`` test: each class,
+    and for each tag of :data:`LATER` its class if :mod:`dsh.values._rare_events` is imported
+    (before it is, no value of it, nor of a subclass, can exist: the test is the same without
+    it). What :func:`~dsh.hooks._markers.for_events` and
+    :meth:`~dsh.session._log.EventLog.select` take a built-in type's tag for."""
+    module = sys.modules.get(_LATER_MODULE)
+    found: list[type[Any]] = []
+    for item in wanted:
+        if not isinstance(item, str):
+            found.append(item)
+        elif module is not None and hasattr(module, LATER[item]):
+            found.append(getattr(module, LATER[item]))
+    return tuple(found)
+
+
+def check_wanted(wanted: Iterable[type[Any] | str]) -> None:
+    """Refuse a tag in ``wanted`` that is not one of :data:`LATER` (the built-in types whose
+    classes are defined when first needed: any other is named by its class)."""
+    for item in wanted:
+        if isinstance(item, str) and item not in LATER:
+            raise TypeError(
+                f"{item!r} is not the tag of a built-in event type defined when first needed "
+                f"({', '.join(LATER)}): name an event type by its data class"
+            )
+
+
+#: The names :mod:`dsh.values._rare_events` defines that this module's ``__getattr__`` offers.
+_LATER_NAMES = frozenset({*LATER.values(), "ElidedResult", "CoreEventData", "EventData"})
+
+
+def __getattr__(name: str) -> Any:
+    """A class of :mod:`dsh.values._rare_events` (``from dsh.values._events import
+    HistoryPrune`` works as it did when it was defined here), its module imported now, and kept
+    here from then on."""
+    if name not in _LATER_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = globals()[name] = _later(name)
+    return value
 
 
 def event_type_of(data: object, registry: Mapping[str, type[Any]] = CORE_EVENT_TYPES) -> str:

@@ -17,24 +17,24 @@ stays within a limit plus one model call per agent. See ``docs/plugins/budgets.m
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from attrs import define, field, frozen
 from attrs.validators import optional
 
 from dsh import Continuation, Stop, for_events, hookimpl
 from dsh.plugin import (
+    HISTORY_SUMMARY,
+    SUBAGENT_END,
+    SUBAGENT_PARENT,
     Agent,
     AssistantMessage,
     Harness,
-    HistorySummary,
     Price,
     PriceBook,
     Session,
     SessionEvent,
     StepStart,
-    SubagentEnd,
-    SubagentParent,
     TokenUsage,
     TurnStart,
     Value,
@@ -43,6 +43,7 @@ from dsh.plugin import (
 )
 
 if TYPE_CHECKING:
+    from dsh.plugin import HistorySummary, SubagentEnd, SubagentParent
     from dsh_plugins.budgets._family import Link, Reached
 
 __all__ = ["BudgetExceeded", "BudgetsConfig", "BudgetsPlugin", "Price"]
@@ -78,14 +79,17 @@ class BudgetExceeded(Value):
 
 #: The events that bill model use (a sub-agent's ``subagent/end`` bills its parent when its
 #: spending was not seen as it happened: a log read back on resume).
-_BILLED = (AssistantMessage, HistorySummary, SubagentEnd)
+#: The types whose classes are defined when first needed are named by their tags: a run that
+#: compacts nothing and starts no sub-agent never builds them.
+_BILLED_LATER = frozenset({HISTORY_SUMMARY, SUBAGENT_END})
+_BILLED: tuple[type[Any] | str, ...] = (AssistantMessage, HISTORY_SUMMARY, SUBAGENT_END)
 #: The events that change what a session spent (a chunk, most of a log, never does), and the
 #: link from a sub-agent's session to its parent's: what a seed is read for.
-_ACCOUNTED = (TurnStart, StepStart, SubagentParent, *_BILLED)
+_ACCOUNTED = (TurnStart, StepStart, SUBAGENT_PARENT, *_BILLED)
 #: What the plugin is told of as it is appended: the same but the steps, counted by
 #: ``dsh_agent_step_start`` (the loop logs a ``step/start`` and calls it at once). Observing
 #: ``step/start`` would make every step build an event the log otherwise keeps packed.
-_OBSERVED = (TurnStart, SubagentParent, *_BILLED)
+_OBSERVED = (TurnStart, SUBAGENT_PARENT, *_BILLED)
 #: The limits that hold a family: what a sub-agent spends is spent by every agent above it.
 _FAMILY_LIMITS = frozenset(
     {"max_tokens_per_turn", "max_cost_per_turn", "max_tokens_per_session", "max_cost_per_session"}
@@ -167,14 +171,17 @@ class BudgetsPlugin:
         spend = self._spend.get(session.id)
         if spend is None:
             return
-        data = event.data
-        if isinstance(data, SubagentParent):
-            if data.session_id in self._spend:
+        if event.type == SUBAGENT_PARENT:
+            link = cast("SubagentParent", event.data)
+            if link.session_id in self._spend:
                 from dsh_plugins.budgets._family import Link
 
-                self._parents[session.id] = Link(data.session_id, data.agent_id)
+                self._parents[session.id] = Link(link.session_id, link.agent_id)
             return
-        if isinstance(data, SubagentEnd) and self._parent_of(data.session_id) == session.id:
+        if (
+            event.type == SUBAGENT_END
+            and self._parent_of(cast("SubagentEnd", event.data).session_id) == session.id
+        ):
             return  # billed to this session (and those above) as the sub-agent spent it
         self._account(spend, event)
         bill = self._bill(event)
@@ -192,8 +199,10 @@ class BudgetsPlugin:
 
     def _bill(self, event: SessionEvent) -> tuple[int, float] | None:
         """The tokens and cost ``event`` bills, if it bills any."""
-        data = event.data
-        if not isinstance(data, _BILLED) or not data.usage:
+        if not (isinstance(event.data, AssistantMessage) or event.type in _BILLED_LATER):
+            return None
+        data = cast("AssistantMessage | HistorySummary | SubagentEnd", event.data)
+        if not data.usage:
             return None
         usage: TokenUsage = data.usage
         return _tokens(usage), self.prices.cost(data.model, usage, event.time) or 0.0

@@ -31,12 +31,7 @@ from dsh.plugin import (
     Agent,
     AssistantMessage,
     DshError,
-    ElidedResult,
     Harness,
-    HistoryPrune,
-    HistoryRewriteEnd,
-    HistoryRewriteStart,
-    HistorySummary,
     LlmError,
     LlmFailure,
     LlmRequest,
@@ -252,6 +247,10 @@ class CompactionPlugin:
     async def compact(self, agent: Agent) -> bool:
         """Compact ``agent``'s history now, whatever its size. Returns whether anything was
         compacted. Call it while the agent is idle (or from a hook)."""
+        # The history rewrite events are defined when first needed: a run that never
+        # compacts never builds their classes.
+        from dsh.plugin import HistoryPrune, HistorySummary
+
         if not agent.options.model:
             raise DshError(f"agent {agent.id!r} has no model to summarise with")
         request = LlmRequest(agent.options.model, agent.session.derive_messages())
@@ -265,6 +264,8 @@ class CompactionPlugin:
     async def _compact(
         self, agent: Agent, turn: int, request: LlmRequest, reason: str, limit: int
     ) -> None:
+        from dsh.plugin import HistoryRewriteEnd, HistoryRewriteStart
+
         session = agent.session
         before = self.meter.estimate(request)
         session.append(HistoryRewriteStart(turn, reason, before))
@@ -286,6 +287,8 @@ class CompactionPlugin:
         session.append(HistoryRewriteEnd(after, error))
 
     def _prune(self, agent: Agent, head: Sequence[tuple[int, Message]]) -> None:
+        from dsh.plugin import ElidedResult, HistoryPrune
+
         elided = tuple(
             ElidedResult(block.tool_call_id, _elision_note(block))
             for _, message in head
@@ -307,6 +310,8 @@ class CompactionPlugin:
         head: Sequence[tuple[int, Message]],
         replaces_upto: int,
     ) -> int:
+        from dsh.plugin import HistorySummary
+
         model = self.config.summary_model or request.model
         summary, usage = await self._summary_call(agent, model, [m for _, m in head])
         session = agent.session

@@ -21,17 +21,16 @@ mode does not read the whole log at every call: see :mod:`dsh_plugins.permission
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, cast
 
 from attrs import evolve, frozen
 
 from dsh.plugin import (
+    PERMISSION_MODE,
     PERMISSION_MODES,
-    ApprovalDecided,
     DshError,
     Effect,
     LlmRequest,
-    PermissionModeChange,
     ToolExecution,
     ToolOutcome,
     Value,
@@ -51,7 +50,15 @@ from dsh_plugins.permissions.policy import (
 )
 
 if TYPE_CHECKING:
-    from dsh.plugin import Agent, Family, Harness, Session, SessionEvent
+    from dsh.plugin import (
+        Agent,
+        ApprovalDecided,
+        Family,
+        Harness,
+        PermissionModeChange,
+        Session,
+        SessionEvent,
+    )
 
 __all__ = [
     "ASKED",
@@ -143,6 +150,8 @@ class PermissionsPlugin:
                 timeout_s = configured.approval_timeout_s
                 return ToolOutcome.deferred(ApprovalNeeded(asking.by, asking.reason, timeout_s))
         allowed = decision.action == "allow"
+        from dsh.plugin import ApprovalDecided  # defined when first needed
+
         _append(
             execution,
             ApprovalDecided(execution.call_id, tool.name, allowed, decision.by, decision.reason),
@@ -169,10 +178,9 @@ class PermissionsPlugin:
         self._modes.created(session)
 
     @hookimpl
-    @for_events(PermissionModeChange)
+    @for_events(PERMISSION_MODE)
     def dsh_session_event(self, session: Session, event: SessionEvent) -> None:
-        change = event.data
-        assert isinstance(change, PermissionModeChange)  # what for_events lets through
+        change = cast("PermissionModeChange", event.data)  # what for_events lets through
         self._modes.appended(session, event.seq, change.mode)
 
     @hookimpl

@@ -24,13 +24,13 @@ any sequence of appended events, resumes, forks, closes and sub-agents.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from weakref import WeakKeyDictionary
 
-from dsh.plugin import PermissionModeChange
+from dsh.plugin import PERMISSION_MODE
 
 if TYPE_CHECKING:
-    from dsh.plugin import Session
+    from dsh.plugin import PermissionModeChange, Session
 
 __all__ = ["ModeTracker", "scan_mode"]
 
@@ -38,11 +38,10 @@ __all__ = ["ModeTracker", "scan_mode"]
 def scan_mode(session: Session) -> str | None:
     """The reference: the mode of the last ``permissions/mode`` event of ``session``'s log
     (``None``: none), read back from the end of the whole log."""
-    last = next(session.events.select(PermissionModeChange, reverse=True), None)
+    last = next(session.events.select(PERMISSION_MODE, reverse=True), None)
     if last is None:
         return None
-    change = last.data
-    assert isinstance(change, PermissionModeChange)  # what select() gives
+    change = cast("PermissionModeChange", last.data)  # what select() gives
     return change.mode
 
 
@@ -101,9 +100,8 @@ class ModeTracker:
 def _last(session: Session, start: int) -> tuple[int, str | None]:
     """The seq and mode of the last ``permissions/mode`` event of ``session`` from event
     ``start`` on (``-1`` and ``None``: none there)."""
-    last = next(session.events[start:].select(PermissionModeChange, reverse=True), None)
+    last = next(session.events[start:].select(PERMISSION_MODE, reverse=True), None)
     if last is None:
         return -1, None
-    change = last.data
-    assert isinstance(change, PermissionModeChange)  # what select() gives
+    change = cast("PermissionModeChange", last.data)  # what select() gives
     return last.seq, change.mode

@@ -20,12 +20,11 @@ from dsh.values._content import ToolResult, text_of
 from dsh.values._events import (
     AssistantMessage,
     SessionEvent,
-    SubagentEnd,
-    SubagentParent,
     ToolResultEvent,
     TurnCompleted,
     TurnEnd,
 )
+from dsh.values._rare_events import SubagentEnd, SubagentParent
 from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.budgets import BudgetExceeded, BudgetsPlugin
 from dsh_plugins.subagents import TASK, SubagentsPlugin

@@ -16,13 +16,8 @@ from dsh.testing.mockserver import MockServer
 from dsh.values._agent import AgentOptions
 from dsh.values._approval import AlreadyDecided
 from dsh.values._errors import DshError
-from dsh.values._events import (
-    ApprovalRequested,
-    SessionEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-)
+from dsh.values._events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd
+from dsh.values._rare_events import ApprovalRequested
 from dsh_plugins.cluster import host as host_module
 from dsh_plugins.cluster.host import Beat, Elsewhere, SessionHost
 from dsh_plugins.cluster.spec import HostSpec, load_plugin

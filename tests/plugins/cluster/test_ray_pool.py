@@ -30,14 +30,8 @@ from dsh.values._agent import AgentOptions
 from dsh.values._approval import AlreadyDecided
 from dsh.values._content import text_of
 from dsh.values._errors import DshError
-from dsh.values._events import (
-    ApprovalRequested,
-    SessionEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-    UserMessage,
-)
+from dsh.values._events import SessionEvent, ToolCallEvent, ToolResultEvent, TurnEnd, UserMessage
+from dsh.values._rare_events import ApprovalRequested
 
 ray = pytest.importorskip(
     "ray", reason="the cluster tests need Ray: pip install 'dsh-harness[ray]'"

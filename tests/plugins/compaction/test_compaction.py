@@ -29,15 +29,17 @@ from dsh.values._content import Message, Text, ToolCall, ToolResult
 from dsh.values._errors import ConfigError
 from dsh.values._events import (
     AssistantMessage,
-    HistoryRewriteEnd,
-    HistoryRewriteStart,
-    HistorySummary,
     SessionEvent,
-    SteeringMessage,
     ToolResultEvent,
     TurnEnd,
     TurnError,
     UserMessage,
+)
+from dsh.values._rare_events import (
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
+    SteeringMessage,
 )
 from dsh.values._request import LlmRequest, ToolSchema
 from dsh.values._tokens import message_tokens

@@ -33,14 +33,8 @@ from mcp.types import (
 
 from dsh import AgentOptions, Harness, ToolExecution, hookimpl, tool
 from dsh.testing import MemoryStore, ScriptedAdapter, hang, text_response, tool_call_response
-from dsh.values._events import (
-    PermissionModeChange,
-    SessionEvent,
-    SubagentStart,
-    ToolResultEvent,
-    TurnAborted,
-    TurnEnd,
-)
+from dsh.values._events import SessionEvent, ToolResultEvent, TurnAborted, TurnEnd
+from dsh.values._rare_events import PermissionModeChange, SubagentStart
 from dsh_plugins.mcp import serve
 from dsh_plugins.permissions import PermissionsPlugin
 from dsh_plugins.subagents import SubagentsPlugin

@@ -18,7 +18,7 @@ from dsh.testing import raise_error, tool_call_response
 from dsh.tools._registry import ToolExecution
 from dsh.values._agent import Agent
 from dsh.values._chunks import Finish, FinishError, LlmFailure
-from dsh.values._events import HistoryRewriteEnd, HistoryRewriteStart
+from dsh.values._rare_events import HistoryRewriteEnd, HistoryRewriteStart
 from dsh.values._request import LlmRequest, ToolSchema
 from dsh_plugins.retry import RetryPlugin
 from tests.plugins.otel.support import Clock, Telemetry, agent_on, run_turn

@@ -38,7 +38,7 @@ from dsh.values._chunks import (
     UsageChunk,
 )
 from dsh.values._content import Message, Text
-from dsh.values._events import HistoryRewriteEnd, HistoryRewriteStart
+from dsh.values._rare_events import HistoryRewriteEnd, HistoryRewriteStart
 from dsh.values._request import LlmRequest, ToolSchema
 from dsh.values._tokens import Price
 from dsh_plugins.otel import provider_of

@@ -23,15 +23,8 @@ from dsh.testing import MemoryStore, ScriptedAdapter, text_response, tool_call_r
 from dsh.values._agent import PERMISSION_MODES
 from dsh.values._chunks import TextDelta
 from dsh.values._content import Text, text_of
-from dsh.values._events import (
-    HistoryPrune,
-    HistorySummary,
-    PermissionModeChange,
-    SessionEvent,
-    StepStart,
-    ToolResultEvent,
-    UserMessage,
-)
+from dsh.values._events import SessionEvent, StepStart, ToolResultEvent, UserMessage
+from dsh.values._rare_events import HistoryPrune, HistorySummary, PermissionModeChange
 from dsh.values._request import ToolSchema
 from dsh_plugins.permissions import (
     PLAN_NOTE,

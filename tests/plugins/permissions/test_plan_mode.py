@@ -11,7 +11,8 @@ import pytest
 from dsh import DshError, Harness, Tool
 from dsh.testing import ScriptedAdapter, text_response, tool_call_response
 from dsh.values._content import text_of
-from dsh.values._events import PermissionModeChange, ToolResultEvent, TurnEnd, TurnError
+from dsh.values._events import ToolResultEvent, TurnEnd, TurnError
+from dsh.values._rare_events import PermissionModeChange
 from dsh.values._request import ToolSchema
 from dsh_plugins.permissions import PLAN_NOTE, PermissionsPlugin
 from dsh_plugins.permissions.policy import PermissionsConfig, Rule, decide, summary

@@ -14,7 +14,8 @@ from dsh.testing import ScriptedAdapter, ScriptEntry, text_response, tool_call_r
 from dsh.values._agent import Agent
 from dsh.values._chunks import StreamChunk
 from dsh.values._content import text_of
-from dsh.values._events import PermissionModeChange, ToolResultEvent, TurnCompleted, TurnEnd
+from dsh.values._events import ToolResultEvent, TurnCompleted, TurnEnd
+from dsh.values._rare_events import PermissionModeChange
 from dsh.values._request import LlmRequest
 from dsh_plugins.permissions import PLAN_NOTE, PermissionsPlugin
 from dsh_plugins.subagents import TASK, SubagentsPlugin

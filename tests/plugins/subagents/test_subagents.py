@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from dsh import AgentOptions, DshError, Harness
-from dsh.loop._family import SubagentEnd, SubagentParent, unfinished_children
+from dsh.loop._family import unfinished_children
 from dsh.testing import (
     MemoryStore,
     ScriptedAdapter,
@@ -33,6 +33,7 @@ from dsh.values._events import (
     TurnInterrupted,
     UserMessage,
 )
+from dsh.values._rare_events import SubagentEnd, SubagentParent
 from dsh.values._request import LlmRequest
 from dsh_plugins.budgets import BudgetsPlugin
 from dsh_plugins.subagents import TASK, SubagentsPlugin
@@ -329,9 +330,9 @@ async def test_a_crash_with_a_running_child_is_resumed() -> None:
 
 
 def test_unfinished_children_outside_an_open_turn() -> None:
-    from dsh.loop._family import SubagentStart
     from dsh.loop._recovery import closing_events
     from dsh.values._events import SessionEvent
+    from dsh.values._rare_events import SubagentStart
 
     start = SessionEvent("subagent/start", 0, 0.0, SubagentStart("c", "c-s", 1, 1))
     assert closing_events([start]) == unfinished_children([start])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dsh.testing import text_response
-from dsh.values._events import PermissionModeChange
+from dsh.values._rare_events import PermissionModeChange
 from tests.helpers import data_of
 from tests.plugins.terminal_ui.conftest import Kit
 from tests.plugins.terminal_ui.test_chat import Chat, chats, start

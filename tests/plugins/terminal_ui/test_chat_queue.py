@@ -4,7 +4,7 @@ others are queued and run in order when the turn ends, and the screen says which
 from __future__ import annotations
 
 from dsh.testing import hang, text_response
-from dsh.values._events import PermissionModeChange
+from dsh.values._rare_events import PermissionModeChange
 from tests.helpers import data_of
 from tests.plugins.terminal_ui.conftest import Kit
 from tests.plugins.terminal_ui.test_chat import Chat, chats, start

@@ -23,16 +23,9 @@ from dsh.values._chunks import (
 )
 from dsh.values._content import Text
 from dsh.values._events import (
-    ElidedResult,
     ErrorEvent,
-    EventData,
-    HistoryPrune,
-    HistoryRewriteEnd,
-    HistoryRewriteStart,
-    HistorySummary,
     RetryEvent,
     SessionEvent,
-    SteeringMessage,
     StepStart,
     ToolCallEvent,
     ToolResultEvent,
@@ -41,6 +34,15 @@ from dsh.values._events import (
     TurnDisposed,
     TurnError,
     TurnMaxTokens,
+)
+from dsh.values._rare_events import (
+    ElidedResult,
+    EventData,
+    HistoryPrune,
+    HistoryRewriteEnd,
+    HistoryRewriteStart,
+    HistorySummary,
+    SteeringMessage,
 )
 from dsh_plugins.terminal_ui.progress import Progress, wants_progress
 from dsh_plugins.terminal_ui.render import (

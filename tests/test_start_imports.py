@@ -399,7 +399,7 @@ def test_a_plain_turn_defines_none_of_the_rare_event_types(tmp_path: Path) -> No
     from dsh.values._events import LATER
 
     modules = ",".join([*RARE, "dsh.values._rare_events"])
-    report = run(tmp_path, TURN, "{}", json.dumps([["text_response", "hello"]]), modules)
+    report = run(tmp_path, TURN, "{}", json.dumps([["text_response", "hello"]]), modules, "{}")
     assert report["imported"] == []
     assert report["events"][-1] == "turn/end"
     rare = {*LATER.values(), "ElidedResult"}

@@ -22,9 +22,9 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from attrs import AttrsInstance, frozen
+from attrs import frozen
 
 from dsh.values._chunks import LlmFailure, StreamChunk, TokenUsage
 from dsh.values._content import Block, Image, MessageSource, Text, UserSource
@@ -327,46 +327,11 @@ class RawEventData(Value):
 
 
 if TYPE_CHECKING:
-    #: The data of every built-in event type: ``isinstance`` narrows a
-    #: :attr:`SessionEvent.data` to one of them. (Read at run time, it is
-    #: :mod:`dsh.values._rare_events`'s, which is the same union.)
-    CoreEventData: TypeAlias = (
-        UserMessage
-        | QueuedMessage
-        | WithdrawnMessage
-        | SeedEnd
-        | ContextMessage
-        | SteeringMessage
-        | TurnStart
-        | TurnEnd
-        | StepStart
-        | StepEnd
-        | AssistantChunk
-        | AssistantMessage
-        | ToolCallEvent
-        | ToolResultEvent
-        | ErrorEvent
-        | RetryEvent
-        | HistoryRewriteStart
-        | HistoryPrune
-        | HistorySummary
-        | HistoryRewriteEnd
-        | SubagentParent
-        | SubagentStart
-        | SubagentEnd
-        | OutputRetry
-        | OutputResult
-        | OutputFailed
-        | PermissionModeChange
-        | FileBlob
-        | FileChange
-        | SessionRewind
-        | ApprovalRequested
-        | ApprovalDecided
-    )
-    #: What :attr:`SessionEvent.data` holds: a built-in event's data, a plugin-registered
-    #: attrs class's instance, or the raw fields of an unknown type.
-    EventData: TypeAlias = CoreEventData | RawEventData | AttrsInstance
+    #: The data of every built-in event type (``isinstance`` narrows a
+    #: :attr:`SessionEvent.data` to one of them), and what :attr:`SessionEvent.data` holds: a
+    #: built-in event's data, a plugin-registered attrs class's instance, or the raw fields of
+    #: an unknown type. Both are defined with the rare types, in :mod:`dsh.values._rare_events`.
+    from dsh.values._rare_events import CoreEventData, EventData
 
 
 # Every event of every log: no weak-reference slot, 8 bytes less.

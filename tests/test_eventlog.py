@@ -549,3 +549,34 @@ def test_a_views_rows_are_the_reference_rows(items: list[Any], start: int, stop:
     view = session.events[start:stop]
     assert codec.rows(view) == codec.reference_rows(view)
     assert codec.rows(list(view)) == codec.reference_rows(view)
+
+
+def test_a_views_rows_cut_a_run_where_the_call_changes_or_names_its_tool() -> None:
+    """A run of one call's argument deltas ends at another call's delta, at one that names its
+    tool and at another block's, in the one-pass encoding as in the reference."""
+    session = Session("s")
+    chunks: list[StreamChunk] = [
+        ToolCallDelta(2, "c1", "a"),
+        ToolCallDelta(2, "c1", "b"),
+        ToolCallDelta(2, "c2", "c"),
+        ToolCallDelta(2, "c2", "d"),
+        ToolCallDelta(2, "c2", "e", "echo"),
+        ToolCallDelta(2, "c2", "f"),
+        ToolCallDelta(2, "c2", "g"),
+        ToolCallDelta(3, "c2", "h"),
+        TextDelta(3, "i"),
+        TextDelta(3, "j"),
+        TextDelta(4, "k"),
+    ]
+    for chunk in chunks:
+        session.append(AssistantChunk(1, 2, chunk))
+    codec = EventCodec()
+    rows = codec.rows(session.events)
+    assert rows == codec.reference_rows(session.events)
+    runs_of = [(row["texts"], row.get("id")) for row in rows if "texts" in row]
+    assert runs_of == [
+        (["a", "b"], "c1"),
+        (["c", "d"], "c2"),
+        (["f", "g"], "c2"),
+        (["i", "j"], None),
+    ]

@@ -443,16 +443,22 @@ class EventCodec:
             key = run_key(item) if code <= TOOL_CALL_CODE else None
             end = position + 1
             if key is not None:
-                # run_key(after) == key, inline: a long reply's deltas are one run of
-                # thousands, and a call per delta would cost as much as the rest of the row.
-                size = len(key) + 1
+                # run_key(after) == key, inline and field by field (the code first: a packed
+                # event of another kind may be shorter), no slice: a long reply's deltas are
+                # one run of thousands, and a call per delta would cost as much as the rest of
+                # the row.
+                _, turn, step, _, index = item[:5]
                 named = code == TOOL_CALL_CODE
+                call = item[5] if named else None
                 while end < stop:
                     after = kept[end]
                     if (
                         after.__class__ is not tuple
-                        or after[1:size] != key
-                        or (named and after[7] is not None)
+                        or after[3] != code
+                        or after[4] != index
+                        or after[2] != step
+                        or after[1] != turn
+                        or (named and (after[5] != call or after[7] is not None))
                     ):
                         break
                     end += 1

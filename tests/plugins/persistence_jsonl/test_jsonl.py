@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dsh import AgentOptions, ConfigError, DshError, Harness, HookError
@@ -30,6 +30,7 @@ from dsh.values._events import AssistantChunk, RawEventData, SessionEvent, UserM
 from dsh_plugins.persistence_jsonl import (
     DamagedSession,
     JsonlStore,
+    _fastjson,
     default_dir,
     file_name,
     list_sessions,
@@ -208,6 +209,73 @@ def test_the_fast_lines_are_the_reference_lines(rows: list[Any]) -> None:
 @given(st.lists(st.floats() | numbers, max_size=8))
 def test_a_runs_times_are_written_as_dumps_writes_them(times: list[Any]) -> None:
     assert lines([{"times": times}]) == reference_lines([{"times": times}])
+
+
+#: What a run of deltas' row may hold where the fast path reads its values instead of its
+#: text: times as ``time.time()`` gives them, numbers at the edges where the two write floats
+#: otherwise (small, huge, not finite, negative), and anything else there and in its texts.
+edge_numbers = st.sampled_from(
+    [1e-5, 1e-4, 9.99e-4, 1e-3, 0.0, -1.0, 1e15, 1e16, float("nan"), float("inf"), True, 2**63]
+)
+run_values = st.lists(
+    epoch_times | edge_numbers | st.floats() | st.none() | st.text(max_size=3), max_size=5
+)
+run_texts = st.lists(
+    st.text(max_size=4) | edge_numbers | st.floats() | st.none() | st.integers(), max_size=5
+)
+run_rows = st.fixed_dictionaries(
+    {
+        "packed": st.sampled_from(["text-delta", "tool-call-delta"]),
+        "seq": st.integers(0, 2**40),
+        "times": st.lists(epoch_times, max_size=5) | run_values,
+        "texts": st.lists(st.text(max_size=4), max_size=5) | run_texts,
+    },
+    optional={"id": st.text(max_size=3)},
+)
+#: Rows almost like a run's: one value of another kind (what the values check must refuse).
+odd_rows = st.fixed_dictionaries(
+    {
+        "seq": st.integers(0, 2**70) | st.booleans() | st.floats() | st.none(),
+        "times": st.lists(epoch_times, max_size=3) | st.text(max_size=2) | st.none(),
+        "texts": st.lists(st.text(max_size=4), max_size=3) | st.none() | json_ready,
+    },
+    optional={"extra": json_ready},
+)
+
+
+def _run_row_with(times: list[Any]) -> list[Any]:
+    return [{"packed": "text-delta", "seq": 3, "times": times, "texts": ["a", "b"]}]
+
+
+@settings(max_examples=300)
+@given(st.lists(run_rows | odd_rows | json_ready, max_size=5))
+@example(_run_row_with([1.7e9, float("nan")]))
+@example(_run_row_with([1.7e9, float("inf")]))
+@example(_run_row_with([1.7e9, 1e-5]))
+@example(_run_row_with([1.7e9, 1e16]))
+@example(_run_row_with([]))
+def test_a_runs_row_told_sure_from_its_values_is_written_as_dumps_writes_it(
+    rows: list[Any],
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:  # every batch long: runs told from values
+        patch.setattr(_fastjson, "_LONG", 0)
+        assert lines(rows) == reference_lines(rows)
+    assert lines(rows) == reference_lines(rows)
+
+
+@pytest.mark.parametrize("odd", [1e-5, float("nan"), float("inf"), 1e16, "text", None, 3])
+def test_a_long_replys_run_is_written_as_dumps_writes_it_whatever_it_holds(odd: Any) -> None:
+    times: list[Any] = [1.7e9 + i / 7 for i in range(1_000)]
+    texts: list[Any] = [f"word {i} " for i in range(1_000)]
+    plain = {"packed": "text-delta", "seq": 5, "turn": 1, "step": 0, "index": 0}
+    rows = [
+        {**plain, "times": times, "texts": texts},
+        {**plain, "times": [*times[:500], odd, *times[500:]], "texts": [*texts, "x"]},
+        {**plain, "times": [*times, 1.7e9], "texts": [*texts[:500], odd, *texts[500:]]},
+        {"type": "turn/end", "seq": 3000, "time": 1.7e9, "data": {"usage": None}},
+    ]
+    assert len(lines(rows)) > _fastjson._LONG
+    assert lines(rows) == reference_lines(rows)
 
 
 def _any_event(seq: int, time: float, kind: int, text: str, value: Any) -> SessionEvent:

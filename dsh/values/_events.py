@@ -406,14 +406,25 @@ class EventTypes(MutableMapping[str, type[Any]]):
         return f"EventTypes({self._types!r})"
 
 
-#: The built-in event types :mod:`dsh.values._rare_events` defines, by tag: its class's name
-#: there. (In the order :data:`CoreEventData` lists them.)
-LATER: Mapping[str, str] = {
+#: Every built-in event type by its tag, in the order :data:`CoreEventData` lists them: its
+#: data class, or the name of the class :mod:`dsh.values._rare_events` defines for it.
+_BUILT_IN: dict[str, type[Any] | str] = {
+    UserMessage.type: UserMessage,
     QUEUED_MESSAGE: "QueuedMessage",
     WITHDRAWN_MESSAGE: "WithdrawnMessage",
     SEED_END: "SeedEnd",
     CONTEXT_MESSAGE: "ContextMessage",
     STEERING_MESSAGE: "SteeringMessage",
+    TurnStart.type: TurnStart,
+    TurnEnd.type: TurnEnd,
+    StepStart.type: StepStart,
+    StepEnd.type: StepEnd,
+    AssistantChunk.type: AssistantChunk,
+    AssistantMessage.type: AssistantMessage,
+    ToolCallEvent.type: ToolCallEvent,
+    ToolResultEvent.type: ToolResultEvent,
+    ErrorEvent.type: ErrorEvent,
+    RetryEvent.type: RetryEvent,
     HISTORY_REWRITE_START: "HistoryRewriteStart",
     HISTORY_PRUNE: "HistoryPrune",
     HISTORY_SUMMARY: "HistorySummary",
@@ -432,30 +443,13 @@ LATER: Mapping[str, str] = {
     APPROVAL_DECIDED: "ApprovalDecided",
 }
 
+#: The built-in event types :mod:`dsh.values._rare_events` defines, by tag: its class's name
+#: there.
+LATER: Mapping[str, str] = {tag: cls for tag, cls in _BUILT_IN.items() if isinstance(cls, str)}
+
 #: Every built-in event type and the class of its ``data``, keyed by the class's own tag (a
 #: class of :data:`LATER` is defined when it is first looked up).
-CORE_EVENT_TYPES: EventTypes = EventTypes(
-    {
-        UserMessage.type: UserMessage,
-        **dict(list(LATER.items())[:5]),
-        **{
-            cls.type: cls
-            for cls in (
-                TurnStart,
-                TurnEnd,
-                StepStart,
-                StepEnd,
-                AssistantChunk,
-                AssistantMessage,
-                ToolCallEvent,
-                ToolResultEvent,
-                ErrorEvent,
-                RetryEvent,
-            )
-        },
-        **dict(list(LATER.items())[5:]),
-    }
-)
+CORE_EVENT_TYPES: EventTypes = EventTypes(_BUILT_IN)
 
 
 def defined_classes(wanted: Iterable[type[Any] | str]) -> tuple[type[Any], ...]:

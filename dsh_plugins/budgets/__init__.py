@@ -81,8 +81,8 @@ class BudgetExceeded(Value):
 #: spending was not seen as it happened: a log read back on resume).
 #: The types whose classes are defined when first needed are named by their tags: a run that
 #: compacts nothing and starts no sub-agent never builds them.
-_BILLED_LATER = frozenset({HISTORY_SUMMARY, SUBAGENT_END})
 _BILLED: tuple[type[Any] | str, ...] = (AssistantMessage, HISTORY_SUMMARY, SUBAGENT_END)
+_BILLED_LATER = frozenset(kind for kind in _BILLED if isinstance(kind, str))
 #: The events that change what a session spent (a chunk, most of a log, never does), and the
 #: link from a sub-agent's session to its parent's: what a seed is read for.
 _ACCOUNTED = (TurnStart, StepStart, SUBAGENT_PARENT, *_BILLED)

@@ -120,11 +120,11 @@ class DeepSeekAdapter:
     def _client(self) -> aiohttp.ClientSession:
         return self._http.session()
 
-    def _encode(self, message: Message, passback: bool) -> str:
+    def _encode(self, message: Message, passback: bool) -> bytes:
         return encoded_wire(message, passback, self._serialize)
 
     async def _post(
-        self, url: str, body: str, model: str, request: LlmRequest
+        self, url: str, body: bytes, model: str, request: LlmRequest
     ) -> aiohttp.ClientResponse:
         """Send the request and wait for a 2xx answer's headers; raise on anything else."""
         if self._api_key is None:

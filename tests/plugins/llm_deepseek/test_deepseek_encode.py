@@ -32,15 +32,15 @@ def test_the_encoded_body_is_compact_json_of_the_body(request: LlmRequest) -> No
     text = encode_body(request, "m", encoded)
     body = json.loads(json.dumps(request_body(request, "m")))  # tuples as lists
     assert json.loads(text) == body
-    text.encode()  # sendable as UTF-8
+    text.decode()  # UTF-8
 
 
 def test_what_orjson_refuses_is_written_by_json_dumps_as_ascii() -> None:
     lone = {"content": "a\ud800b", "big": 2**70}
     text = wire_json(lone)
-    assert text == '{"content":"a\\ud800b","big":1180591620717411303424}'
+    assert text == b'{"content":"a\\ud800b","big":1180591620717411303424}'
     assert json.loads(text) == lone
-    assert wire_json({"content": "héllo"}) == '{"content":"héllo"}'
+    assert wire_json({"content": "héllo"}) == '{"content":"héllo"}'.encode()
 
 
 def user(text: str) -> Message:

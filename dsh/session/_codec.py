@@ -337,18 +337,58 @@ def _block_end_row(fields: Sequence[Any]) -> dict[str, Any]:
     return {"index": fields[0], "block": unstructure(fields[1]), "type": _TAGS[BlockEnd]}
 
 
-#: By packed code: a chunk's row from what its packed tuple holds after turn, step and code
-#: (a usage chunk's counts, a finish's reason tag, a block end's index and block, the block
-#: unstructured here; every other chunk's fields, plain values written as they are).
-_PACKED_CHUNKS = tuple(
-    {UsageChunk: _usage_row, Finish: _finish_row, BlockEnd: _block_end_row}.get(cls)
-    or _row(cls, _TAGS[cls])
-    for cls in PACKED_CLASSES
-)
-#: By packed code (from ``len(PACKED_CLASSES)`` on): an event's type and its data's row.
-_PACKED_DATA = tuple((cls.type, _row(cls)) for cls in PACKED_DATA)
+def _packed_row(code: int) -> Callable[[int, Packed], dict[str, Any]]:
+    """The row of an event kept packed with ``code`` (a chunk class's, or after them a data
+    class's), from its seq and tuple ``(time, turn, step, code, *fields)``: one generated
+    function a code, the rows' dicts written as literals, each field left at its default
+    deleted (the converter's order and omissions: :func:`_row`). A store writes most of a
+    step's events so, at every checkpoint. :meth:`EventCodec.encode` of the event built again
+    is the definition (``tests/test_converter.py`` holds the two equal, with Hypothesis)."""
+    if code < _FIRST_DATA:
+        cls = PACKED_CLASSES[code]
+        special = {UsageChunk: _usage_row, Finish: _finish_row, BlockEnd: _block_end_row}.get(cls)
+        if special is not None:
+            return lambda seq, packed: {
+                "type": _CHUNK,
+                "seq": seq,
+                "time": packed[0],
+                "data": {"turn": packed[1], "step": packed[2], "chunk": special(packed[4:])},
+            }
+        inner, first, tag = "chunk", 4, _TAGS[cls]
+    else:
+        cls = PACKED_DATA[code - _FIRST_DATA]
+        inner, first, tag = "data", 2, None
+    fields = attrs.fields(cls)
+    names: dict[str, Any] = {}
+    items = [f"{field.name!r}: p[{position}]" for position, field in enumerate(fields, first)]
+    if first == 2:  # the data's turn and step are the tuple's, before its code
+        items[:2] = ["'turn': p[1]", "'step': p[2]"]
+    if tag is not None:
+        items.append(f"'type': {tag!r}")
+    lines = ["def build(seq, p):", f"    {inner} = {{{', '.join(items)}}}"]
+    for position, field in enumerate(fields, first):
+        if field.default is not attrs.NOTHING:
+            assert not isinstance(field.default, attrs.Factory)  # type: ignore[arg-type]
+            names[f"d{position}"] = field.default
+            at = {2: 1, 3: 2}.get(position, position) if first == 2 else position
+            lines.append(f"    if p[{at}] == d{position}:")
+            lines.append(f"        del {inner}[{field.name!r}]")
+    if first == 2:
+        lines.append(f"    return {{'type': {cls.type!r}, 'seq': seq, 'time': p[0], 'data': data}}")
+    else:
+        lines.append(
+            f"    return {{'type': {_CHUNK!r}, 'seq': seq, 'time': p[0], "
+            "'data': {'turn': p[1], 'step': p[2], 'chunk': chunk}}"
+        )
+    exec(compile("\n".join(lines), f"<dsh row of packed {cls.__qualname__}>", "exec"), names)
+    found: Callable[[int, Packed], dict[str, Any]] = names["build"]
+    return found
+
+
 _FIRST_DATA = len(PACKED_CLASSES)
 _CHUNK = AssistantChunk.type
+#: By packed code: the row of an event kept packed so (:func:`_packed_row`).
+_PACKED_ROWS = tuple(map(_packed_row, range(_FIRST_DATA + len(PACKED_DATA))))
 
 
 #: The kind a run's row names, by the class of its deltas.
@@ -465,19 +505,14 @@ class EventCodec:
             if end - position > 1:
                 out.append(_run_row(delta_run(position, cast("list[Packed]", kept[position:end]))))
             else:
-                out.append(self._encode_packed(position, item))
+                out.append(_PACKED_ROWS[code](position, item))
             position = end
         return out
 
     def _encode_packed(self, seq: int, packed: Packed) -> dict[str, Any]:
         """What :meth:`encode` gives for the event ``unpack(seq, packed)``, without building it
         (:func:`dsh.session._log.runs` gives a batch so)."""
-        time, turn, step, code, *fields = packed
-        if code < _FIRST_DATA:
-            data = {"turn": turn, "step": step, "chunk": _PACKED_CHUNKS[code](fields)}
-            return {"type": _CHUNK, "seq": seq, "time": time, "data": data}
-        name, row = _PACKED_DATA[code - _FIRST_DATA]
-        return {"type": name, "seq": seq, "time": time, "data": row((turn, step, *fields))}
+        return _PACKED_ROWS[packed[3]](seq, packed)
 
     def decode(self, raw: Mapping[str, Any]) -> SessionEvent:
         name = raw["type"]

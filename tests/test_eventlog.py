@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dsh.llm._batches import Deltas
 from dsh.session import _log as eventlog
 from dsh.session._codec import EventCodec
 from dsh.session._log import (
@@ -580,3 +581,57 @@ def test_a_views_rows_cut_a_run_where_the_call_changes_or_names_its_tool() -> No
         (["f", "g"], "c2"),
         (["i", "j"], None),
     ]
+
+
+#: What one network read of a stream gives a step: runs of deltas given at once (a block's
+#: text or reasoning, one to four of them), or a single chunk.
+_reads = st.lists(
+    st.builds(
+        Deltas,
+        st.sampled_from([TextDelta, TextDelta, ReasoningDelta]),
+        st.sampled_from([0, 0, 1]),
+        st.lists(st.sampled_from(["a", "b", ""]), max_size=4),
+    )
+    | _run_chunks
+    | stream_chunks,
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_reads, max_size=8), st.integers(0, 30), st.integers(0, 30))
+def test_runs_logged_at_once_are_written_as_the_reference_writes_them(
+    reads: list[list[Any]], start: int, stop: int
+) -> None:
+    """A log notes where a run of deltas given at once lies, and a store's batch steps over it
+    whole: its rows are the reference's for any view, one cutting such a run or joining two
+    runs of one block included."""
+    session = Session("s")
+    session.append(TurnStart(1))
+    log = session.chunk_batch_log(1, 1)
+    for read in reads:
+        log(read)
+    codec = EventCodec()
+    view = session.events[start:stop]
+    assert codec.rows(view) == codec.reference_rows(view)
+    assert codec.rows(session.events) == codec.reference_rows(session.events)
+    noted = session.events._kept.runs  # type: ignore[attr-defined]
+    texts = [len(item.texts) for read in reads for item in read if isinstance(item, Deltas)]
+    assert len(noted) == sum(1 for n in texts if n > 1)
+
+
+def test_a_view_ending_inside_a_run_logged_at_once_ends_its_row_there() -> None:
+    """Two network reads of one block's text are one run; a view that ends inside the second
+    read's deltas writes the run up to its end, no further."""
+    session = Session("s")
+    log = session.chunk_batch_log(1, 1)
+    log([Deltas(TextDelta, 0, ["a", "b", "c"])])
+    log([Deltas(TextDelta, 0, ["d", "e", "f"])])
+    codec = EventCodec()
+    for stop in range(1, 7):
+        view = session.events[:stop]
+        rows = codec.rows(view)
+        assert rows == codec.reference_rows(view)
+        if stop > 1:
+            assert rows[0]["texts"] == list("abcdef"[:stop])

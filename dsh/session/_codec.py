@@ -30,6 +30,7 @@ from dsh.session._log import (
     TOOL_CALL_CODE,
     DeltaRun,
     EventLog,
+    Kept,
     Packed,
     delta_run,
     run_key,
@@ -472,6 +473,9 @@ class EventCodec:
         (a packed event's seq is its place there), with no item, run or packed event built
         between: a store encodes a batch so at every checkpoint, twice a step."""
         out: list[dict[str, Any]] = []
+        # Where the log noted a run of deltas given at once (a network read's): stepped over
+        # whole, from its first delta, which is compared as any other.
+        noted: dict[int, int] = kept.runs if isinstance(kept, Kept) else {}
         position = start
         while position < stop:
             item = kept[position]
@@ -481,7 +485,7 @@ class EventCodec:
                 continue
             code = item[3]
             key = run_key(item) if code <= TOOL_CALL_CODE else None
-            end = position + 1
+            end = min(noted.get(position, position + 1), stop)
             if key is not None:
                 # run_key(after) == key, inline and field by field (the code first: a packed
                 # event of another kind may be shorter), no slice: a long reply's deltas are
@@ -501,7 +505,7 @@ class EventCodec:
                         or (named and (after[5] != call or after[7] is not None))
                     ):
                         break
-                    end += 1
+                    end = min(noted.get(end, end + 1), stop)
             if end - position > 1:
                 out.append(_run_row(delta_run(position, cast("list[Packed]", kept[position:end]))))
             else:

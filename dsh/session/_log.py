@@ -26,7 +26,7 @@ as its ``(seq, packed tuple)``, which
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, TypeAlias, cast, overload
 
 import attrs
@@ -66,6 +66,7 @@ __all__ = [
     "TOOL_CALL_CODE",
     "DeltaRun",
     "EventLog",
+    "Kept",
     "Packed",
     "PackedEvent",
     "delta_run",
@@ -202,6 +203,29 @@ def unpack(seq: int, kept: SessionEvent | Packed) -> SessionEvent:
         return SessionEvent(_CHUNK, seq, time, AssistantChunk(turn, step, chunk))
     cls = _KEPT[code]
     return SessionEvent(cls.type, seq, time, cls(turn, step, *fields))
+
+
+class Kept(list[SessionEvent | Packed]):
+    """What a session's log keeps (each event, or its packed tuple), and where each run of two
+    or more deltas it was given at once (one network read's, :func:`pack_deltas`) begins and
+    ends: ``runs[start] == end``. Every delta from ``start`` to ``end`` belongs to one run
+    (:func:`run_key`), so a store's batch steps over them at once instead of comparing each (a
+    long reply's deltas are tens of thousands, a network read's hundreds). The log only grows:
+    items are only appended."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: dict[int, int] = {}
+
+    def extend_run(self, deltas: list[Packed]) -> None:
+        """Append ``deltas``, packed deltas of one run (:func:`pack_deltas`), and note where
+        they are."""
+        start = len(self)
+        self.extend(deltas)
+        if len(deltas) > 1:
+            self.runs[start] = len(self)
 
 
 class EventLog(Sequence[SessionEvent]):
@@ -349,6 +373,9 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
         position = stop
 
 
+_TIME = itemgetter(0)
+
+
 def delta_run(seq: int, run: list[Packed]) -> DeltaRun:
     """The :class:`DeltaRun` of ``run``, packed deltas of one run (:func:`run_key`), the first
     at ``seq``."""
@@ -361,6 +388,6 @@ def delta_run(seq: int, run: list[Packed]) -> DeltaRun:
         step,
         index,
         fields[0] if code == TOOL_CALL_CODE else None,
-        [item[0] for item in run],
-        [item[text] for item in run],
+        list(map(_TIME, run)),
+        list(map(itemgetter(text), run)),
     )

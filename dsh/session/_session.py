@@ -20,7 +20,7 @@ from attrs import frozen
 
 from dsh._log import get_logger
 from dsh.llm._batches import Deltas, expand
-from dsh.session._log import EventLog, Packed, pack, pack_chunk, pack_data, pack_deltas
+from dsh.session._log import EventLog, Kept, pack, pack_chunk, pack_data, pack_deltas
 from dsh.session._store import AsyncBufferedStore, Batch, BufferedStore, LeaseInfo
 from dsh.values._content import (
     AgentSource,
@@ -309,7 +309,7 @@ class Session:
         self.created = time.time()
         self.cwd = cwd if cwd is not None else os.getcwd()
         # The log. Most chunk events and plain step events are kept packed: see dsh.session._log.
-        self._events: list[SessionEvent | Packed] = []
+        self._events = Kept()
         for expected_seq, event in enumerate(seed):
             if event.seq != expected_seq:
                 raise DshError(
@@ -398,7 +398,7 @@ class Session:
                     add(name, AssistantChunk(turn, step, chunk), when)
 
             return log_each
-        append, extend = self._events.append, self._events.extend
+        append, extend = self._events.append, self._events.extend_run
         now, add, name = time.time, self._add, AssistantChunk.type
 
         def log(chunks: Sequence[StreamChunk | Deltas]) -> None:

@@ -616,7 +616,7 @@ def test_runs_logged_at_once_are_written_as_the_reference_writes_them(
     view = session.events[start:stop]
     assert codec.rows(view) == codec.reference_rows(view)
     assert codec.rows(session.events) == codec.reference_rows(session.events)
-    noted = session.events._kept.runs  # type: ignore[attr-defined]
+    noted = session._runs
     texts = [len(item.texts) for read in reads for item in read if isinstance(item, Deltas)]
     assert len(noted) == sum(1 for n in texts if n > 1)
 

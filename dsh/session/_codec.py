@@ -30,7 +30,6 @@ from dsh.session._log import (
     TOOL_CALL_CODE,
     DeltaRun,
     EventLog,
-    Kept,
     Packed,
     delta_run,
     run_key,
@@ -388,6 +387,8 @@ def _packed_row(code: int) -> Callable[[int, Packed], dict[str, Any]]:
 
 _FIRST_DATA = len(PACKED_CLASSES)
 _CHUNK = AssistantChunk.type
+#: Where no run of deltas is noted (a tool call's are never given at once).
+_NOTHING_NOTED: Mapping[int, int] = {}
 #: By packed code: the row of an event kept packed so (:func:`_packed_row`).
 _PACKED_ROWS = tuple(map(_packed_row, range(_FIRST_DATA + len(PACKED_DATA))))
 
@@ -451,7 +452,7 @@ class EventCodec:
         keeps (:meth:`_view_rows`); :meth:`reference_rows` is the definition, which
         ``tests/test_eventlog.py`` holds it to."""
         if isinstance(events, EventLog):
-            return self._view_rows(events._kept, events._start, events._stop)
+            return self._view_rows(events._kept, events._start, events._stop, events._runs)
         return self.reference_rows(events)
 
     def reference_rows(self, events: Sequence[SessionEvent]) -> list[dict[str, Any]]:
@@ -467,15 +468,18 @@ class EventCodec:
         return out
 
     def _view_rows(
-        self, kept: Sequence[SessionEvent | Packed], start: int, stop: int
+        self,
+        kept: Sequence[SessionEvent | Packed],
+        start: int,
+        stop: int,
+        noted: Mapping[int, int],
     ) -> list[dict[str, Any]]:
         """:meth:`reference_rows` of the events ``start`` to ``stop`` of a log kept as ``kept``
         (a packed event's seq is its place there), with no item, run or packed event built
         between: a store encodes a batch so at every checkpoint, twice a step."""
         out: list[dict[str, Any]] = []
-        # Where the log noted a run of deltas given at once (a network read's): stepped over
-        # whole, from its first delta, which is compared as any other.
-        noted: dict[int, int] = kept.runs if isinstance(kept, Kept) else {}
+        # ``noted``: where the log was given runs of deltas at once (a network read's), each
+        # stepped over whole from its first delta, which is compared as any other.
         position = start
         while position < stop:
             item = kept[position]
@@ -484,16 +488,18 @@ class EventCodec:
                 position += 1
                 continue
             code = item[3]
-            key = run_key(item) if code <= TOOL_CALL_CODE else None
-            end = min(noted.get(position, position + 1), stop)
-            if key is not None:
-                # run_key(after) == key, inline and field by field (the code first: a packed
-                # event of another kind may be shorter), no slice: a long reply's deltas are
-                # one run of thousands, and a call per delta would cost as much as the rest of
-                # the row.
+            end = position + 1
+            if code <= TOOL_CALL_CODE and run_key(item) is not None:
+                # run_key(after) == the item's, inline and field by field (the code first: a
+                # packed event of another kind may be shorter), no slice: a long reply's deltas
+                # are one run of thousands, and a call per delta would cost as much as the rest
+                # of the row. Only text and reasoning deltas are noted (given at once).
                 _, turn, step, _, index = item[:5]
                 named = code == TOOL_CALL_CODE
                 call = item[5] if named else None
+                steps = noted if not named else _NOTHING_NOTED
+                if steps:
+                    end = min(steps.get(position, end), stop)
                 while end < stop:
                     after = kept[end]
                     if (
@@ -505,7 +511,7 @@ class EventCodec:
                         or (named and (after[5] != call or after[7] is not None))
                     ):
                         break
-                    end = min(noted.get(end, end + 1), stop)
+                    end = min(steps.get(end, end + 1), stop) if steps else end + 1
             if end - position > 1:
                 out.append(_run_row(delta_run(position, cast("list[Packed]", kept[position:end]))))
             else:

@@ -25,8 +25,9 @@ as its ``(seq, packed tuple)``, which
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import attrgetter, itemgetter
+from types import MappingProxyType
 from typing import Any, TypeAlias, cast, overload
 
 import attrs
@@ -66,7 +67,6 @@ __all__ = [
     "TOOL_CALL_CODE",
     "DeltaRun",
     "EventLog",
-    "Kept",
     "Packed",
     "PackedEvent",
     "delta_run",
@@ -205,27 +205,8 @@ def unpack(seq: int, kept: SessionEvent | Packed) -> SessionEvent:
     return SessionEvent(cls.type, seq, time, cls(turn, step, *fields))
 
 
-class Kept(list[SessionEvent | Packed]):
-    """What a session's log keeps (each event, or its packed tuple), and where each run of two
-    or more deltas it was given at once (one network read's, :func:`pack_deltas`) begins and
-    ends: ``runs[start] == end``. Every delta from ``start`` to ``end`` belongs to one run
-    (:func:`run_key`), so a store's batch steps over them at once instead of comparing each (a
-    long reply's deltas are tens of thousands, a network read's hundreds). The log only grows:
-    items are only appended."""
-
-    __slots__ = ("runs",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.runs: dict[int, int] = {}
-
-    def extend_run(self, deltas: list[Packed]) -> None:
-        """Append ``deltas``, packed deltas of one run (:func:`pack_deltas`), and note where
-        they are."""
-        start = len(self)
-        self.extend(deltas)
-        if len(deltas) > 1:
-            self.runs[start] = len(self)
+#: A log noted no run of deltas given at once.
+_NO_RUNS: Mapping[int, int] = MappingProxyType({})
 
 
 class EventLog(Sequence[SessionEvent]):
@@ -234,14 +215,27 @@ class EventLog(Sequence[SessionEvent]):
     so it stays what the log was then. Events are built as they are read: a slice is another
     view, and reading backwards (``reversed``, negative indexes) reads only what it reaches. It
     compares equal to a view or tuple of equal events, as the tuple it replaces did, and pickles
-    as a tuple."""
+    as a tuple.
 
-    __slots__ = ("_kept", "_start", "_stop")
+    ``runs`` notes where the log was given runs of two or more deltas at once (a network
+    read's, :func:`pack_deltas`): ``runs[start] == end`` when every delta from ``start`` to
+    ``end`` belongs to one run (:func:`run_key`), so that a store's batch steps over them at
+    once instead of comparing each (a long reply's deltas are tens of thousands, a network
+    read's hundreds)."""
 
-    def __init__(self, kept: list[SessionEvent | Packed], start: int, stop: int) -> None:
+    __slots__ = ("_kept", "_runs", "_start", "_stop")
+
+    def __init__(
+        self,
+        kept: list[SessionEvent | Packed],
+        start: int,
+        stop: int,
+        runs: Mapping[int, int] = _NO_RUNS,
+    ) -> None:
         self._kept = kept
         self._start = start
         self._stop = stop
+        self._runs = runs
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -255,12 +249,14 @@ class EventLog(Sequence[SessionEvent]):
             start = index.start
             if index.stop is index.step is None and type(start) is int and start >= 0:
                 # events[n:], the common slice: a tail
-                return EventLog(self._kept, min(self._start + start, self._stop), self._stop)
+                start = min(self._start + start, self._stop)
+                return EventLog(self._kept, start, self._stop, self._runs)
             start, stop, step = index.indices(len(self))
             if step != 1:  # not a stretch of the log: a view of the events themselves
                 events: list[SessionEvent | Packed] = [*tuple(self)[index]]
                 return EventLog(events, 0, len(events))
-            return EventLog(self._kept, self._start + start, self._start + max(start, stop))
+            stop = self._start + max(start, stop)
+            return EventLog(self._kept, self._start + start, stop, self._runs)
         seq = self._start + index if index >= 0 else self._stop + index
         if not self._start <= seq < self._stop:
             raise IndexError("event index out of range")

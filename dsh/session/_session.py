@@ -20,7 +20,7 @@ from attrs import frozen
 
 from dsh._log import get_logger
 from dsh.llm._batches import Deltas, expand
-from dsh.session._log import EventLog, Kept, pack, pack_chunk, pack_data, pack_deltas
+from dsh.session._log import EventLog, Packed, pack, pack_chunk, pack_data, pack_deltas
 from dsh.session._store import AsyncBufferedStore, Batch, BufferedStore, LeaseInfo
 from dsh.values._content import (
     AgentSource,
@@ -309,7 +309,9 @@ class Session:
         self.created = time.time()
         self.cwd = cwd if cwd is not None else os.getcwd()
         # The log. Most chunk events and plain step events are kept packed: see dsh.session._log.
-        self._events = Kept()
+        self._events: list[SessionEvent | Packed] = []
+        #: Where runs of deltas given at once lie (see EventLog).
+        self._runs: dict[int, int] = {}
         for expected_seq, event in enumerate(seed):
             if event.seq != expected_seq:
                 raise DshError(
@@ -333,7 +335,7 @@ class Session:
         appends do not change it), which builds each event as it is read. Slicing it
         (``session.events[since:]``), reading it backwards and
         :meth:`~dsh.session._log.EventLog.select` build only what they reach."""
-        return EventLog(self._events, 0, len(self._events))
+        return EventLog(self._events, 0, len(self._events), self._runs)
 
     def __len__(self) -> int:
         return len(self._events)
@@ -398,14 +400,18 @@ class Session:
                     add(name, AssistantChunk(turn, step, chunk), when)
 
             return log_each
-        append, extend = self._events.append, self._events.extend_run
+        events, noted = self._events, self._runs
+        append, extend = events.append, events.extend
         now, add, name = time.time, self._add, AssistantChunk.type
 
         def log(chunks: Sequence[StreamChunk | Deltas]) -> None:
             when = now()
             for chunk in chunks:
                 if isinstance(chunk, Deltas):
-                    extend(pack_deltas(when, turn, step, chunk))
+                    deltas = pack_deltas(when, turn, step, chunk)
+                    if len(deltas) > 1:  # noted: a store's batch steps over them at once
+                        noted[len(events)] = len(events) + len(deltas)
+                    extend(deltas)
                     continue
                 packed = pack_chunk(when, turn, step, chunk)
                 if packed is None:

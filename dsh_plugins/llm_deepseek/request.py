@@ -101,8 +101,10 @@ def wire_json(value: Any) -> bytes:
 def encoded_wire(message: Message, passback: bool, serialize: Serializer) -> bytes:
     """The wire messages of one message (``serialize``, e.g. :func:`wire_message`) as JSON,
     as they stand in the body's ``messages`` array (``","``-separated; ``b""`` for a message
-    that sends none)."""
-    return b",".join([wire_json(wire) for wire in serialize(message, passback)])
+    that sends none). The adapter keeps it as long as the session: a bytes object of its own
+    size, not orjson's (which holds a buffer of 4 KB however short its JSON)."""
+    wires = [wire_json(wire) for wire in serialize(message, passback)]
+    return bytes(memoryview(wires[0])) if len(wires) == 1 else b",".join(wires)
 
 
 def encode_body(request: LlmRequest, model: str, encoded: Sequence[bytes]) -> bytes:

@@ -296,11 +296,11 @@ def _plain_value(value: Any) -> Any:
     return write(value)
 
 
-def _row(cls: type[Any], tag: str | None = None) -> Callable[[Sequence[Any]], dict[str, Any]]:
+def _row(cls: type[Any]) -> Callable[[Sequence[Any]], dict[str, Any]]:
     """What the converter writes for a ``cls`` from its fields' values, in order: each field by
-    name (one left at its default omitted), then the tag of a union member. For classes whose
-    fields are plain values (strings, numbers, ``None``), which the converter writes as they
-    are: those a packed tuple holds."""
+    name (one left at its default omitted). For a class whose fields are plain values (strings,
+    numbers, ``None``), which the converter writes as they are: a usage's counts, which a
+    packed usage chunk holds."""
     fields = attrs.fields(cls)
     assert not any(isinstance(field.default, attrs.Factory) for field in fields)  # type: ignore[arg-type]
     names = tuple(field.name for field in fields)
@@ -315,8 +315,6 @@ def _row(cls: type[Any], tag: str | None = None) -> Callable[[Sequence[Any]], di
         for position, name, default in defaults:
             if values[position] == default:
                 del written[name]
-        if tag is not None:
-            written["type"] = tag
         return written
 
     return row

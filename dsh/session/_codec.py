@@ -387,8 +387,22 @@ _FIRST_DATA = len(PACKED_CLASSES)
 _CHUNK = AssistantChunk.type
 #: Where no run of deltas is noted (a tool call's are never given at once).
 _NOTHING_NOTED: Mapping[int, int] = {}
+
+
+def _made_when_first_used(code: int) -> Callable[[int, Packed], dict[str, Any]]:
+    """A stand-in for ``_packed_row(code)`` that makes it, and takes its place, when first
+    called: a process generates the writers of the packed events it writes (a text turn's
+    first checkpoint, a step's start), not every one at import."""
+
+    def first(seq: int, packed: Packed) -> dict[str, Any]:
+        build = _PACKED_ROWS[code] = _packed_row(code)
+        return build(seq, packed)
+
+    return first
+
+
 #: By packed code: the row of an event kept packed so (:func:`_packed_row`).
-_PACKED_ROWS = tuple(map(_packed_row, range(_FIRST_DATA + len(PACKED_DATA))))
+_PACKED_ROWS = [_made_when_first_used(code) for code in range(_FIRST_DATA + len(PACKED_DATA))]
 
 
 #: The kind a run's row names, by the class of its deltas.

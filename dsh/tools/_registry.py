@@ -192,7 +192,8 @@ class ToolExecution(Value):
 
 #: Nineteen digits in a row: an integer orjson may read as a float (one past 64 bits), where
 #: ``json.loads`` reads it exactly (text that merely holds such a run is read by it too).
-_LONG_DIGITS = re.compile("[0-9]{19}")
+#: Compiled by ``re`` when first searched for (and kept in its cache).
+_LONG_DIGITS = "[0-9]{19}"
 
 
 def _loads(text: str) -> Any:
@@ -201,7 +202,7 @@ def _loads(text: str) -> Any:
     lone surrogates, malformed text) and text with a long run of digits go to ``json.loads``,
     which reads or refuses them as it always did. ``tests/test_tool_arguments.py`` holds the two
     equal with Hypothesis."""
-    if _LONG_DIGITS.search(text) is None:
+    if re.search(_LONG_DIGITS, text) is None:
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:

@@ -1,4 +1,4 @@
-"""dsh.llm._http.decode_json: orjson's speed, json.loads's answers."""
+"""dsh._json.decode_json: orjson's speed, json.loads's answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh.llm._http import decode_json
+from dsh._json import decode_json
 
 #: JSON values within what orjson reads exactly as json.loads does (integers up to 64 bits).
 values = st.recursive(

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from dsh._json import decode_json
 from dsh.llm._framing import PayloadFraming, payload_text
-from dsh.llm._http import decode_json, decode_payload
+from dsh.llm._http import decode_payload
 from dsh.llm._sse import DONE, SseParser
 from dsh.values._errors import LlmError
 

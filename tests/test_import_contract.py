@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = (
     "_lazy",
     "_log",
+    "_json",
     "values",
     "hooks",
     "llm",

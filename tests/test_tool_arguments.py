@@ -11,7 +11,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from dsh.tools._registry import ToolExecution, _loads
+from dsh._json import decode_json_exact
+from dsh.tools._registry import ToolExecution
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
@@ -39,7 +40,7 @@ def read(reader: Any, text: str) -> tuple[str, Any]:
 @example("a\ud800b", False)
 def test_arguments_are_read_as_json_loads_reads_them(value: Any, ascii: bool) -> None:
     text = json.dumps(value, ensure_ascii=ascii)
-    assert read(_loads, text) == read(json.loads, text)
+    assert read(decode_json_exact, text) == read(json.loads, text)
 
 
 @given(st.text(alphabet='0123456789.eE+-"[]{},: tnrufalsNIy', max_size=40) | st.text(max_size=40))
@@ -49,7 +50,7 @@ def test_arguments_are_read_as_json_loads_reads_them(value: Any, ascii: bool) ->
 @example(" 7 ")
 @example("01")
 def test_any_text_is_read_or_refused_as_json_loads_does(text: str) -> None:
-    assert read(_loads, text) == read(json.loads, text)
+    assert read(decode_json_exact, text) == read(json.loads, text)
 
 
 def test_a_call_s_arguments_keep_a_long_integer_exact() -> None:

@@ -24,13 +24,13 @@ stall. A connection that breaks or ends before the stream's end fails with ``STR
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol, Self
 
 import aiohttp
 import orjson
 
+from dsh._json import decode_json
 from dsh.llm._batches import ChunkBatch
 from dsh.llm._framing import PayloadFraming, payload_text
 from dsh.llm._sse import DONE, SseEvent, SseParser
@@ -41,25 +41,8 @@ __all__ = [
     "HttpClient",
     "PayloadReader",
     "StreamLimits",
-    "decode_json",
     "decode_payload",
 ]
-
-
-def decode_json(data: str | bytes) -> Any:
-    """The JSON value of a streamed event's data, as ``json.loads`` decodes it, faster.
-
-    A reply streams one small JSON object per token, and decoding it was the largest single
-    cost per chunk: ``orjson`` decodes one ~4x faster than ``json.loads``. What orjson refuses
-    but ``json.loads`` accepts (``NaN`` and ``Infinity``, numbers beyond a double, lone
-    surrogates) goes to ``json.loads``, so such a payload decodes as before and a malformed one
-    raises ``json.loads``'s ``ValueError``. One difference remains: orjson reads an integer
-    beyond 64 bits as a float (no provider sends one).
-    """
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
 
 
 class HttpClient:
@@ -237,7 +220,8 @@ class PayloadReader(_Reader):
     OpenAI-style stream ends at ``[DONE]``): :meth:`read` gives the data of each data event of
     a read as the bytes it was sent in, framed without building events
     (:class:`~dsh.llm._framing.PayloadFraming`; an event of an unusual shape comes as text),
-    and :func:`decode_payload` decodes one as :func:`decode_json` decodes the event's data."""
+    and :func:`decode_payload` decodes one as :func:`~dsh._json.decode_json` decodes the
+    event's data."""
 
     def __init__(
         self,
@@ -285,10 +269,10 @@ class PayloadReader(_Reader):
 
 
 def decode_payload(payload: bytes | str, sender: str) -> Any:
-    """:func:`decode_json` of the text the payload's event carries (its bytes decoded as the
-    SSE parser decodes a data line: UTF-8, invalid bytes replaced), reading valid bytes
-    directly. Data that is not JSON fails the stream: ``LlmError`` ``MALFORMED_RESPONSE``,
-    quoting it and naming the ``sender``."""
+    """:func:`~dsh._json.decode_json` of the text the payload's event carries (its bytes
+    decoded as the SSE parser decodes a data line: UTF-8, invalid bytes replaced), reading
+    valid bytes directly. Data that is not JSON fails the stream: ``LlmError``
+    ``MALFORMED_RESPONSE``, quoting it and naming the ``sender``."""
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:

@@ -7,12 +7,12 @@ imports aiohttp, which a harness that never calls such an adapter does not pay f
 
 from __future__ import annotations
 
+from dsh._json import decode_json
 from dsh.llm._http import (
     EventReader,
     HttpClient,
     PayloadReader,
     StreamLimits,
-    decode_json,
     decode_payload,
 )
 from dsh.llm._sse import SseEvent, SseParser

@@ -21,9 +21,9 @@ from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-import orjson
 from attrs import field, frozen
 
+from dsh._json import decode_json_exact
 from dsh.values._config import greater_than
 from dsh.values._content import Image, Text
 from dsh.values._errors import DshError
@@ -180,7 +180,7 @@ class ToolExecution(Value):
 
     def parsed_arguments(self) -> Any:
         """The arguments as JSON values; an empty string means ``{}``. Raises ``ValueError``."""
-        return _loads(self.arguments) if self.arguments.strip() else {}
+        return decode_json_exact(self.arguments) if self.arguments.strip() else {}
 
     @property
     def workspace(self) -> Path:
@@ -188,26 +188,6 @@ class ToolExecution(Value):
         the current directory (absolute, symlinks resolved)."""
         configured = self.agent.options.workspace if self.agent is not None else None
         return Path(configured or os.getcwd()).resolve()
-
-
-#: Nineteen digits in a row: an integer orjson may read as a float (one past 64 bits), where
-#: ``json.loads`` reads it exactly (text that merely holds such a run is read by it too).
-#: Compiled by ``re`` when first searched for (and kept in its cache).
-_LONG_DIGITS = "[0-9]{19}"
-
-
-def _loads(text: str) -> Any:
-    """``json.loads(text)``, the reference, by orjson where it surely reads the same (~4x
-    faster; every tool call's arguments are read so): what orjson refuses (``NaN``, infinities,
-    lone surrogates, malformed text) and text with a long run of digits go to ``json.loads``,
-    which reads or refuses them as it always did. ``tests/test_tool_arguments.py`` holds the two
-    equal with Hypothesis."""
-    if re.search(_LONG_DIGITS, text) is None:
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
 
 
 def confine(path: str, workspace: Path) -> Path:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 import attrs
 
 from dsh.session._log import (
+    NO_RUNS,
     PACKED_CLASSES,
     PACKED_DATA,
     TOOL_CALL_CODE,
@@ -352,26 +353,26 @@ def _packed_row(code: int) -> Callable[[int, Packed], dict[str, Any]]:
                 "time": packed[0],
                 "data": {"turn": packed[1], "step": packed[2], "chunk": special(packed[4:])},
             }
-        inner, first, tag = "chunk", 4, _TAGS[cls]
+        inner, tag = "chunk", _TAGS[cls]
     else:
         cls = PACKED_DATA[code - _FIRST_DATA]
-        inner, first, tag = "data", 2, None
+        inner, tag = "data", None
     fields = attrs.fields(cls)
+    # Where each field is in the tuple: a chunk's after time, turn, step and code; a data
+    # class's turn and step are the tuple's own, its other fields after the code.
+    at = range(4, 4 + len(fields)) if tag is not None else (1, 2, *range(4, 2 + len(fields)))
     names: dict[str, Any] = {}
-    items = [f"{field.name!r}: p[{position}]" for position, field in enumerate(fields, first)]
-    if first == 2:  # the data's turn and step are the tuple's, before its code
-        items[:2] = ["'turn': p[1]", "'step': p[2]"]
+    items = [f"{field.name!r}: p[{i}]" for field, i in zip(fields, at, strict=True)]
     if tag is not None:
         items.append(f"'type': {tag!r}")
     lines = ["def build(seq, p):", f"    {inner} = {{{', '.join(items)}}}"]
-    for position, field in enumerate(fields, first):
+    for field, i in zip(fields, at, strict=True):
         if field.default is not attrs.NOTHING:
             assert not isinstance(field.default, attrs.Factory)  # type: ignore[arg-type]
-            names[f"d{position}"] = field.default
-            at = {2: 1, 3: 2}.get(position, position) if first == 2 else position
-            lines.append(f"    if p[{at}] == d{position}:")
+            names[f"d{i}"] = field.default
+            lines.append(f"    if p[{i}] == d{i}:")
             lines.append(f"        del {inner}[{field.name!r}]")
-    if first == 2:
+    if tag is None:
         lines.append(f"    return {{'type': {cls.type!r}, 'seq': seq, 'time': p[0], 'data': data}}")
     else:
         lines.append(
@@ -385,8 +386,6 @@ def _packed_row(code: int) -> Callable[[int, Packed], dict[str, Any]]:
 
 _FIRST_DATA = len(PACKED_CLASSES)
 _CHUNK = AssistantChunk.type
-#: Where no run of deltas is noted (a tool call's are never given at once).
-_NOTHING_NOTED: Mapping[int, int] = {}
 
 
 def _made_when_first_used(code: int) -> Callable[[int, Packed], dict[str, Any]]:
@@ -509,7 +508,7 @@ class EventCodec:
                 _, turn, step, _, index = item[:5]
                 named = code == TOOL_CALL_CODE
                 call = item[5] if named else None
-                steps = noted if not named else _NOTHING_NOTED
+                steps = NO_RUNS if named else noted  # a call's are never given at once
                 if steps:
                     end = min(steps.get(position, end), stop)
                 while end < stop:

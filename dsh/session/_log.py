@@ -62,6 +62,7 @@ from dsh.values._events import (
 from dsh.values._value import Value
 
 __all__ = [
+    "NO_RUNS",
     "PACKED_CLASSES",
     "PACKED_DATA",
     "TOOL_CALL_CODE",
@@ -205,8 +206,8 @@ def unpack(seq: int, kept: SessionEvent | Packed) -> SessionEvent:
     return SessionEvent(cls.type, seq, time, cls(turn, step, *fields))
 
 
-#: A log noted no run of deltas given at once.
-_NO_RUNS: Mapping[int, int] = MappingProxyType({})
+#: Where a log noted no run of deltas given at once (a view of a list of events, not a log).
+NO_RUNS: Mapping[int, int] = MappingProxyType({})
 
 
 class EventLog(Sequence[SessionEvent]):
@@ -230,7 +231,7 @@ class EventLog(Sequence[SessionEvent]):
         kept: list[SessionEvent | Packed],
         start: int,
         stop: int,
-        runs: Mapping[int, int] = _NO_RUNS,
+        runs: Mapping[int, int] = NO_RUNS,
     ) -> None:
         self._kept = kept
         self._start = start
@@ -369,14 +370,15 @@ def runs(events: Sequence[SessionEvent]) -> Iterator[SessionEvent | DeltaRun | P
         position = stop
 
 
-_TIME = itemgetter(0)
+#: A packed delta's time, and its text (a text or reasoning delta's; a tool call's arguments).
+_TIME, _TEXT, _ARGUMENTS = itemgetter(0), itemgetter(5), itemgetter(6)
 
 
 def delta_run(seq: int, run: list[Packed]) -> DeltaRun:
     """The :class:`DeltaRun` of ``run``, packed deltas of one run (:func:`run_key`), the first
     at ``seq``."""
     _, turn, step, code, index, *fields = run[0]
-    text = 6 if code == TOOL_CALL_CODE else 5
+    text = _ARGUMENTS if code == TOOL_CALL_CODE else _TEXT
     return DeltaRun(
         PACKED_CLASSES[code],
         seq,
@@ -385,5 +387,5 @@ def delta_run(seq: int, run: list[Packed]) -> DeltaRun:
         index,
         fields[0] if code == TOOL_CALL_CODE else None,
         list(map(_TIME, run)),
-        list(map(itemgetter(text), run)),
+        list(map(text, run)),
     )

@@ -491,11 +491,29 @@ def bench_disabled() -> tuple[str, ...]:
     return NOT_BENCHED + tuple(name.strip() for name in named if name.strip())
 
 
-def dsh_harness(url: str, bench: Bench) -> Any:
+def dsh_harness(url: str, bench: Bench, disabled: tuple[str, ...] | None = None) -> Any:
     from dsh import Harness
 
     config = {"llm_deepseek": {"base_url": url, "api_key": "bench"}}
-    return Harness(plugins=[bench], config=config, disabled=bench_disabled())
+    left_out = bench_disabled() if disabled is None else disabled
+    return Harness(plugins=[bench], config=config, disabled=left_out)
+
+
+#: ``--layers``' partial dsh sides: the entry-point plugins each keeps (every other one is left
+#: out). ``dsh-core`` is the loop, the session log and the DeepSeek adapter, with nothing that
+#: persists, checks or counts; ``dsh-jsonl`` adds JSONL persistence; the ``dsh`` side is all of it.
+LAYER_SIDES: dict[str, tuple[str, ...]] = {
+    "dsh-core": ("llm_deepseek",),
+    "dsh-jsonl": ("llm_deepseek", "persistence_jsonl"),
+}
+
+
+def layer_disabled(side: str) -> tuple[str, ...]:
+    """The entry-point plugins the partial dsh side ``side`` leaves out."""
+    from importlib.metadata import entry_points
+
+    kept = LAYER_SIDES[side]
+    return tuple(sorted(e.name for e in entry_points(group="dsh") if e.name not in kept))
 
 
 def dsh_options(tools: bool = True) -> Any:
@@ -553,12 +571,13 @@ class FloorClient:
 
 
 class DshClient:
-    """dsh's side: a harness with every entry-point plugin (less ``--without``'s), started."""
+    """dsh's side: a harness with every entry-point plugin (less ``--without``'s, or less
+    ``disabled``: a layer of ``--layers``), started."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, disabled: tuple[str, ...] | None = None) -> None:
         self.bench = Bench()
         self.executed = self.bench.executed
-        self.harness = dsh_harness(url, self.bench)
+        self.harness = dsh_harness(url, self.bench, disabled)
 
     async def turn(self, name: str, tools: bool = True) -> str:
         agent = self.harness.agent_loop.create(name, dsh_options(tools))
@@ -579,8 +598,8 @@ class Opened:
         self.client: FloorClient | DshClient | None = None
 
     async def __aenter__(self) -> FloorClient | DshClient:
-        if self.side == "dsh":
-            client = DshClient(self.url)
+        if self.side == "dsh" or self.side in LAYER_SIDES:
+            client = DshClient(self.url, layer_disabled(self.side) if self.side != "dsh" else None)
             await client.harness.start()
             self.client = client
             return client
@@ -1178,6 +1197,76 @@ def report(
     print(f"finished — load {load()}")
 
 
+# -- layer by layer -------------------------------------------------------------------------
+
+#: ``--layers``' sides, in the order they run: the two floors, then dsh a layer at a time.
+LAYERED = ("floor", "logged", "dsh-core", "dsh-jsonl", "dsh")
+LAYER_NAMES = {
+    "floor": "floor",
+    "logged": "logged floor (the least persistence)",
+    "dsh-core": "dsh core (loop, session log, adapter)",
+    "dsh-jsonl": "  + JSONL persistence",
+    "dsh": "  + every other plugin (dsh)",
+}
+
+
+def layer_rows(name: str, m: Medians, steps: int, target: float) -> list[str]:
+    """``--layers``' lines of one workload: each side's CPU, as a multiple of the floor's and
+    per step (a model call) over it, what each dsh layer adds, and what the ``target`` leaves:
+    the CPU per step dsh may spend beyond the logged floor's, against what the core alone (no
+    persistence, no plugin) spends over the floor."""
+    floor = m.floor.cpu
+    lines = [f"{name}: CPU time, ÷ the floor, per step over the floor, what the layer adds"]
+    before = ""
+    for side in LAYERED:
+        cpu = m.samples[side].cpu
+        line = (
+            f"   {LAYER_NAMES[side]:<38} {cpu:>7.3f}s  {cpu / floor:>5.2f}x  "
+            f"{(cpu - floor) / steps * 1e6:>+8.1f} µs"
+        )
+        if before.startswith("dsh"):
+            line += f"  {(cpu - m.samples[before].cpu) / steps * 1e6:>+8.1f} µs"
+        lines.append(line)
+        before = side
+    budget = (target * floor - m.samples["logged"].cpu) / steps * 1e6
+    core = (m.samples["dsh-core"].cpu - floor) / steps * 1e6
+    lines.append(
+        f"   <= {target}x the floor leaves {budget:.1f} µs a step beyond the logged floor for "
+        f"everything else dsh does; the core alone spends {core:.1f} µs a step over the floor"
+        f" ({core / budget:.1f}x that)"
+        if budget > 0
+        else f"   <= {target}x the floor is below the logged floor: nothing is left for dsh"
+    )
+    return lines
+
+
+def layers(
+    server: FastServer,
+    runs: int,
+    sizes: dict[str, Any],
+    env: dict[str, str],
+    only: frozenset[str] = WORKLOADS,
+) -> None:
+    """W2 and W4 (its largest size) with dsh built up a layer at a time (:data:`LAYERED`):
+    where dsh's CPU goes, and how much of it the targets leave room for."""
+    print(f"dsh layer by layer — {machine()}; medians of {runs} interleaved runs", flush=True)
+    print(
+        "dsh core: the DeepSeek adapter and no other entry-point plugin; + JSONL persistence; "
+        "+ every other plugin: dsh as benchmarked"
+    )
+    if "W2" in only:
+        steps = sizes["steps"]
+        m = interleaved(runs, measuring(w2, server, steps), LAYERED)
+        name = f"W2 {steps:,} sequential tool steps"
+        print("\n".join(layer_rows(name, m, steps + 1, TARGETS["W2"])), flush=True)
+    if "W4" in only:
+        agents, per = sizes["agents"][-1], sizes["agent_steps"]
+        m, _ = w4_medians(server, runs, agents, per, env, LAYERED)
+        name = f"W4 {agents:,} agents x {per} steps"
+        print("\n".join(layer_rows(name, m, agents * (per + 1), TARGETS["W4"])), flush=True)
+    print(f"finished — load {load()}")
+
+
 # -- scale curves ---------------------------------------------------------------------------
 
 #: 10x more work may cost at most this many times 10x more.
@@ -1294,6 +1383,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--scale", action="store_true", help="how cost grows with the work")
+    parser.add_argument(
+        "--layers", action="store_true", help="W2 and W4 with dsh built up a layer at a time"
+    )
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument(
         "--only", default=",".join(sorted(WORKLOADS)), help="the workloads to run, e.g. W1,W3"
@@ -1328,6 +1420,8 @@ def main() -> None:
         try:
             if args.scale:
                 scale(server, runs, env, workloads(args.only))
+            elif args.layers:
+                layers(server, runs, sizes, env, workloads(args.only))
             else:
                 report(server, runs, sizes, env, workloads(args.only))
         finally:

@@ -279,6 +279,54 @@ def test_the_scale_curves_run_w4_without_its_reference_side(tmp_path: Path) -> N
         server.close()
 
 
+async def test_a_layer_side_keeps_only_its_plugins() -> None:
+    from importlib.metadata import entry_points
+
+    every = {e.name for e in entry_points(group="dsh")}
+    for side, kept in run.LAYER_SIDES.items():
+        assert set(run.layer_disabled(side)) == every - set(kept)
+        client = run.DshClient("http://127.0.0.1:9", run.layer_disabled(side))
+        await client.harness.start()
+        try:
+            names = set(client.harness.plugins.names())
+        finally:
+            await client.close()
+        assert set(kept) <= names and not names & set(run.layer_disabled(side))
+
+
+def test_layers_run_dsh_a_layer_at_a_time_and_say_what_the_target_leaves(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    server = run.FastServer()
+    try:
+        sizes = {"chunks": 30, "steps": 2, "growth_steps": 4, "agents": (1, 2), "agent_steps": 1}
+        env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
+        run.layers(server, 1, sizes, env, frozenset({"W1", "W2", "W4"}))
+        # Five sides: W2 a warm-up turn (two requests) and three requests; W4, its largest
+        # size only, a warm-up agent and two agents of two requests.
+        assert server.stats()[0] == 5 * (2 + 3) + 5 * 3 * 2
+    finally:
+        server.close()
+    out = capsys.readouterr().out
+    assert "W1" not in out  # the layers are W2's and W4's
+    for name in run.LAYER_NAMES.values():
+        assert sum(line.startswith(f"   {name} ") for line in out.splitlines()) == 2
+    assert "W2 2 sequential tool steps: CPU time" in out and "W4 2 agents x 1 steps" in out
+    assert out.count("the core alone spends") + out.count("nothing is left for dsh") == 2
+
+
+def test_a_layer_row_shows_each_layers_share_and_the_room_the_target_leaves() -> None:
+    cpu = {"floor": 1.0, "logged": 1.25, "dsh-core": 2.0, "dsh-jsonl": 2.5, "dsh": 3.0}
+    m = run.Medians({side: run.Sample(c, c, 0.0) for side, c in cpu.items()}, 0.5)
+    lines = run.layer_rows("W2", m, 10, 1.6)
+    assert lines[3].split()[-2:] == ["+100000.0", "µs"]  # the core: 1 s over the floor, 10 steps
+    assert lines[4].split()[-2:] == ["+50000.0", "µs"]  # the JSONL layer adds 0.5 s
+    assert lines[4].split()[-4:-2] == ["+150000.0", "µs"]
+    # 1.6 x the floor less the logged floor: 0.35 s over 10 steps; the core spends 1 s.
+    assert "leaves 35000.0 µs a step" in lines[-1] and "(2.9x that)" in lines[-1]
+    assert "nothing is left" in run.layer_rows("W4", m, 10, 1.2)[-1]
+
+
 def test_a_clock_starts_after_the_garbage_of_earlier_runs_is_collected() -> None:
     class Cycle:
         def __init__(self) -> None:

@@ -11,7 +11,8 @@ same layers. Timings move with the machine's load; instruction counts do not:
 ``valgrind --tool=cachegrind`` at two sizes (:data:`CACHEGRIND_SIZES`) and divides the
 difference by the extra chunks or steps: instructions per chunk and per step, without the
 start, the imports and the warm-up; and each side of W3 (spawn to first token) whole, imports
-and all, as the suite runs it.
+and all, as the suite runs it. ``--cachegrind --layers`` counts ``bench/run.py --layers``'
+sides the same way, per W2 step and per W4 agent (:data:`LAYER_SIZES`).
 
 Every function's *self* time is put in one layer by the file that defines it (attrs' and cattrs'
 generated code by the class it was generated for), and the table shows each layer in µs per
@@ -23,6 +24,7 @@ is: read the shares, and the unprofiled totals for the real size.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import os
 import pstats
@@ -221,18 +223,27 @@ def spy_table(raw: str, per_sample_us: float) -> str:
 
 
 def spin(side: str, size: int, times: int, workload: str = "W1") -> None:
-    """W1 (``size`` chunks) or W2 (``size`` steps) ``times`` times on one side, for a profiler
+    """W1 (``size`` chunks), W2 (``size`` steps) or W4 (``size`` agents of
+    :data:`AGENT_STEPS` tool steps, in this process) ``times`` times on one side, for a profiler
     from outside: a sampling one, or an instruction count (``valgrind --tool=cachegrind``) of
     two sizes, whose difference is the cost of the extra steps without the start-up's."""
-    measure = run.w1 if workload == "W1" else run.w2
     with tempfile.TemporaryDirectory() as data:
         os.environ["XDG_DATA_HOME"] = data
         server = run.FastServer()
         try:
             for _ in range(times):
-                run.measuring(measure, server, size)(side)
+                if workload == "W4":
+                    server.program({"name": "tool-loop", "steps": AGENT_STEPS})
+                    asyncio.run(run.w4_run(side, server.url, size, AGENT_STEPS))
+                else:
+                    measure = run.w1 if workload == "W1" else run.w2
+                    run.measuring(measure, server, size)(side)
         finally:
             server.close()
+
+
+#: The tool steps of each W4 agent :func:`spin` runs (the suite's).
+AGENT_STEPS = 5
 
 
 #: Cachegrind's sizes (small, large) of each workload: the instructions of the large run less
@@ -262,7 +273,7 @@ def cachegrind_command(side: str, workload: str, size: int) -> list[str]:
         workload,
         "--times",
         "1",
-        "--chunks" if workload == "W1" else "--steps",
+        {"W1": "--chunks", "W2": "--steps", "W4": "--agents"}[workload],
         str(size),
     ]
 
@@ -333,28 +344,78 @@ def instruction_table(
     return "\n".join(lines)
 
 
+#: ``--cachegrind --layers``' sizes (small, large): W2 in steps, W4 in agents.
+LAYER_SIZES = {"W2": (50, 250), "W4": (50, 250)}
+
+
+def layer_table(
+    count: Callable[[list[str]], int] = counted,
+    sizes: dict[str, tuple[int, int]] = LAYER_SIZES,
+) -> str:
+    """The Markdown table of ``bench/run.py --layers``' sides (:data:`run.LAYERED`) in
+    instructions: per W2 step and per W4 agent, each as a multiple of the floor's, and what
+    each dsh layer adds (user-space work only: the kernel's file work is not counted)."""
+    per = {
+        workload: {
+            side: (
+                count(cachegrind_command(side, workload, large))
+                - count(cachegrind_command(side, workload, small))
+            )
+            / (large - small)
+            for side in run.LAYERED
+        }
+        for workload, (small, large) in sizes.items()
+    }
+    (w2_small, w2_large), (w4_small, w4_large) = sizes["W2"], sizes["W4"]
+    lines = [
+        f"| instructions (cachegrind) | W2 per step ({w2_small:,} → {w2_large:,}) | ÷ floor "
+        f"| the layer adds | W4 per agent ({w4_small:,} → {w4_large:,}) | ÷ floor "
+        "| the layer adds |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    before = ""
+    for side in run.LAYERED:
+        cells = []
+        for workload in ("W2", "W4"):
+            n, floor = per[workload][side], per[workload]["floor"]
+            added = f"{n - per[workload][before]:+,.0f}" if before.startswith("dsh") else ""
+            cells.append(f"{n:,.0f} | {n / floor:.2f}x | {added}")
+        lines.append(f"| {run.LAYER_NAMES[side].strip()} | {' | '.join(cells)} |")
+        before = side
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--top", type=int, default=25, help="list the dsh side's top functions")
-    parser.add_argument("--spin", choices=run.SIDES, help="run --workload --times times")
+    parser.add_argument("--agents", type=int, default=100, help="W4's agents, for --spin")
+    parser.add_argument("--spin", choices=run.LAYERED, help="run --workload --times times")
     parser.add_argument(
         "--cachegrind", action="store_true", help="instructions per chunk and step (valgrind)"
     )
-    parser.add_argument("--workload", choices=("W1", "W2"), default="W1", help="what --spin runs")
+    parser.add_argument(
+        "--layers", action="store_true", help="with --cachegrind: bench/run.py --layers' sides"
+    )
+    parser.add_argument(
+        "--workload", choices=("W1", "W2", "W4"), default="W1", help="what --spin runs"
+    )
     parser.add_argument("--times", type=int, default=8)
     parser.add_argument("--spy", type=Path, help="a py-spy raw file of --spin to tabulate")
     parser.add_argument("--rate", type=int, default=500, help="py-spy's sampling rate (Hz)")
     args = parser.parse_args()
     if args.spin:
-        size = args.chunks if args.workload == "W1" else args.steps
+        size = {"W1": args.chunks, "W2": args.steps, "W4": args.agents}[args.workload]
         spin(args.spin, size, args.times, args.workload)
         return
     if args.cachegrind:
         if shutil.which("valgrind") is None:
             raise SystemExit("--cachegrind needs valgrind")
         print(f"# instructions — {run.machine()}\n")
+        if args.layers:
+            print(layer_table())
+            return
         print(instruction_table())
         run.compile_bytecode()  # as installing dsh does, and as the suite's W3 does
         with tempfile.TemporaryDirectory() as data:

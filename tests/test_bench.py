@@ -515,6 +515,54 @@ def test_the_breakdown_profiles_every_side() -> None:
     assert "| **total (profiled)** |" in table
 
 
+def test_the_layers_are_counted_per_w2_step_and_per_w4_agent() -> None:
+    command = breakdown.cachegrind_command("dsh-core", "W4", 50)
+    assert command[-4:] == ["--times", "1", "--agents", "50"]
+    assert command[-8:-4] == ["--spin", "dsh-core", "--workload", "W4"]
+    cost = {"floor": 10, "logged": 12, "dsh-core": 25, "dsh-jsonl": 30, "dsh": 40}
+
+    def count(command: list[str]) -> int:
+        side, size = command[command.index("--spin") + 1], int(command[-1])
+        per = cost[side] * (100 if "W4" in command else 1)
+        return 1_000_000 + per * size
+
+    table = breakdown.layer_table(count, {"W2": (5, 15), "W4": (2, 4)})
+    assert "| W2 per step (5 → 15) | ÷ floor | the layer adds | W4 per agent (2 → 4) |" in table
+    assert "| floor | 10 | 1.00x |  | 1,000 | 1.00x |  |" in table
+    assert "| dsh core (loop, session log, adapter) | 25 | 2.50x |  | 2,500 | 2.50x |  |" in table
+    assert "| + JSONL persistence | 30 | 3.00x | +5 | 3,000 | 3.00x | +500 |" in table
+    assert "| + every other plugin (dsh) | 40 | 4.00x | +10 | 4,000 | 4.00x | +1,000 |" in table
+
+
+def test_spin_runs_w4_agents_of_a_layer_side_in_this_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs: list[tuple[str, int, int, dict[str, float]]] = []
+    real = run.w4_run
+
+    async def w4_run(side: str, url: str, agents: int, steps: int) -> dict[str, float]:
+        figures: dict[str, float] = await real(side, url, agents, steps)  # checks the answers
+        runs.append((side, agents, steps, figures))
+        return figures
+
+    opened: list[Any] = []
+    real_enter = run.Opened.__aenter__
+
+    async def enter(self: Any) -> Any:
+        client = await real_enter(self)
+        opened.append(client)
+        return client
+
+    monkeypatch.setattr(run, "w4_run", w4_run)
+    monkeypatch.setattr(run.Opened, "__aenter__", enter)
+    breakdown.spin("dsh-jsonl", 2, 1, "W4")
+    [(side, agents, steps, figures)] = runs
+    assert (side, agents, steps) == ("dsh-jsonl", 2, breakdown.AGENT_STEPS)
+    assert figures["cpu"] > 0 and figures["wall"] > 0
+    [client] = opened
+    assert set(client.harness.plugins.disabled) == set(run.layer_disabled("dsh-jsonl"))
+
+
 def test_the_breakdown_counts_instructions_per_chunk_and_step_with_cachegrind() -> None:
     report = "==1== \n==1== I   refs:      2,059,875,749\n"
     assert breakdown.instructions(report) == 2_059_875_749

@@ -223,8 +223,8 @@ def spy_table(raw: str, per_sample_us: float) -> str:
 
 
 def spin(side: str, size: int, times: int, workload: str = "W1") -> None:
-    """W1 (``size`` chunks), W2 (``size`` steps) or W4 (``size`` agents of
-    :data:`AGENT_STEPS` tool steps, in this process) ``times`` times on one side, for a profiler
+    """W1 (``size`` chunks), W2 (``size`` steps) or W4 (``size`` agents of the suite's
+    :data:`run.AGENT_STEPS` tool steps, in this process) ``times`` times on one side, for a profiler
     from outside: a sampling one, or an instruction count (``valgrind --tool=cachegrind``) of
     two sizes, whose difference is the cost of the extra steps without the start-up's."""
     with tempfile.TemporaryDirectory() as data:
@@ -233,17 +233,13 @@ def spin(side: str, size: int, times: int, workload: str = "W1") -> None:
         try:
             for _ in range(times):
                 if workload == "W4":
-                    server.program({"name": "tool-loop", "steps": AGENT_STEPS})
-                    asyncio.run(run.w4_run(side, server.url, size, AGENT_STEPS))
+                    server.program({"name": "tool-loop", "steps": run.AGENT_STEPS})
+                    asyncio.run(run.w4_run(side, server.url, size, run.AGENT_STEPS))
                 else:
                     measure = run.w1 if workload == "W1" else run.w2
                     run.measuring(measure, server, size)(side)
         finally:
             server.close()
-
-
-#: The tool steps of each W4 agent :func:`spin` runs (the suite's).
-AGENT_STEPS = 5
 
 
 #: Cachegrind's sizes (small, large) of each workload: the instructions of the large run less
@@ -373,15 +369,14 @@ def layer_table(
         "| the layer adds |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    before = ""
     for side in run.LAYERED:
         cells = []
         for workload in ("W2", "W4"):
             n, floor = per[workload][side], per[workload]["floor"]
-            added = f"{n - per[workload][before]:+,.0f}" if before.startswith("dsh") else ""
+            below = run.LAYER_BELOW.get(side)
+            added = "" if below is None else f"{n - per[workload][below]:+,.0f}"
             cells.append(f"{n:,.0f} | {n / floor:.2f}x | {added}")
         lines.append(f"| {run.LAYER_NAMES[side].strip()} | {' | '.join(cells)} |")
-        before = side
     return "\n".join(lines)
 
 

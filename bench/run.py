@@ -491,12 +491,11 @@ def bench_disabled() -> tuple[str, ...]:
     return NOT_BENCHED + tuple(name.strip() for name in named if name.strip())
 
 
-def dsh_harness(url: str, bench: Bench, disabled: tuple[str, ...] | None = None) -> Any:
+def dsh_harness(url: str, bench: Bench, side: str = "dsh") -> Any:
     from dsh import Harness
 
     config = {"llm_deepseek": {"base_url": url, "api_key": "bench"}}
-    left_out = bench_disabled() if disabled is None else disabled
-    return Harness(plugins=[bench], config=config, disabled=left_out)
+    return Harness(plugins=[bench], config=config, disabled=dsh_disabled(side))
 
 
 #: ``--layers``' partial dsh sides: the entry-point plugins each keeps (every other one is left
@@ -508,8 +507,11 @@ LAYER_SIDES: dict[str, tuple[str, ...]] = {
 }
 
 
-def layer_disabled(side: str) -> tuple[str, ...]:
-    """The entry-point plugins the partial dsh side ``side`` leaves out."""
+def dsh_disabled(side: str) -> tuple[str, ...]:
+    """The entry-point plugins the dsh side ``side`` leaves out: the ``dsh`` side
+    :func:`bench_disabled`'s, a partial side (:data:`LAYER_SIDES`) all but those it keeps."""
+    if side not in LAYER_SIDES:
+        return bench_disabled()
     from importlib.metadata import entry_points
 
     kept = LAYER_SIDES[side]
@@ -571,13 +573,13 @@ class FloorClient:
 
 
 class DshClient:
-    """dsh's side: a harness with every entry-point plugin (less ``--without``'s, or less
-    ``disabled``: a layer of ``--layers``), started."""
+    """dsh's side: a harness with every entry-point plugin (less ``--without``'s), started; or
+    a partial side of ``--layers`` (:func:`dsh_disabled`)."""
 
-    def __init__(self, url: str, disabled: tuple[str, ...] | None = None) -> None:
+    def __init__(self, url: str, side: str = "dsh") -> None:
         self.bench = Bench()
         self.executed = self.bench.executed
-        self.harness = dsh_harness(url, self.bench, disabled)
+        self.harness = dsh_harness(url, self.bench, side)
 
     async def turn(self, name: str, tools: bool = True) -> str:
         agent = self.harness.agent_loop.create(name, dsh_options(tools))
@@ -599,7 +601,7 @@ class Opened:
 
     async def __aenter__(self) -> FloorClient | DshClient:
         if self.side == "dsh" or self.side in LAYER_SIDES:
-            client = DshClient(self.url, layer_disabled(self.side) if self.side != "dsh" else None)
+            client = DshClient(self.url, self.side)
             await client.harness.start()
             self.client = client
             return client
@@ -1075,6 +1077,9 @@ def load() -> str:
     return " / ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
+#: The tool steps of each W4 agent, unless ``--agent-steps`` says otherwise (the scale curves
+#: and ``bench/breakdown.py`` always run these).
+AGENT_STEPS = 5
 #: The targets of issue 36 (CPU, dsh ÷ the fast floor).
 TARGETS = {"W1": 1.3, "W2": 1.6, "W3": 1.4, "W4": 2.2}
 #: W2's extra CPU per step over the floor at 10x the steps ÷ at the base size, at most.
@@ -1208,6 +1213,8 @@ LAYER_NAMES = {
     "dsh-jsonl": "  + JSONL persistence",
     "dsh": "  + every other plugin (dsh)",
 }
+#: The layer each dsh side adds to: what it adds is its cost less that side's.
+LAYER_BELOW = {"dsh-jsonl": "dsh-core", "dsh": "dsh-jsonl"}
 
 
 def layer_rows(name: str, m: Medians, steps: int, target: float) -> list[str]:
@@ -1217,17 +1224,15 @@ def layer_rows(name: str, m: Medians, steps: int, target: float) -> list[str]:
     persistence, no plugin) spends over the floor."""
     floor = m.floor.cpu
     lines = [f"{name}: CPU time, ÷ the floor, per step over the floor, what the layer adds"]
-    before = ""
     for side in LAYERED:
         cpu = m.samples[side].cpu
         line = (
             f"   {LAYER_NAMES[side]:<38} {cpu:>7.3f}s  {cpu / floor:>5.2f}x  "
             f"{(cpu - floor) / steps * 1e6:>+8.1f} µs"
         )
-        if before.startswith("dsh"):
-            line += f"  {(cpu - m.samples[before].cpu) / steps * 1e6:>+8.1f} µs"
+        if side in LAYER_BELOW:
+            line += f"  {(cpu - m.samples[LAYER_BELOW[side]].cpu) / steps * 1e6:>+8.1f} µs"
         lines.append(line)
-        before = side
     budget = (target * floor - m.samples["logged"].cpu) / steps * 1e6
     core = (m.samples["dsh-core"].cpu - floor) / steps * 1e6
     lines.append(
@@ -1372,7 +1377,7 @@ def scale(
     if "W4" in only:
         points = []
         for agents in (100, 1_000, 5_000):
-            m, figures = w4_medians(server, max(1, runs // 2), agents, 5, env, FLOOR_DSH)
+            m, figures = w4_medians(server, max(1, runs // 2), agents, AGENT_STEPS, env, FLOOR_DSH)
             collector = (figures["floor"]["gc_cpu"], figures["dsh"]["gc_cpu"])
             points.append(Point(agents, m, figures["dsh"]["held_kb"] / agents, collector))
         print("\n".join(growth_rows("W4 agents", "agent", points)), flush=True)
@@ -1394,7 +1399,10 @@ def main() -> None:
         "--without", default="", help="more plugins the dsh side leaves out, e.g. persistence_jsonl"
     )
     parser.add_argument(
-        "--agent-steps", type=int, default=5, help="W4's tool steps per agent (--scale keeps 5)"
+        "--agent-steps",
+        type=int,
+        default=AGENT_STEPS,
+        help=f"W4's tool steps per agent (--scale keeps {AGENT_STEPS})",
     )
     parser.add_argument("--w4-child", nargs=4, metavar=("SIDE", "URL", "AGENTS", "STEPS"))
     args = parser.parse_args()

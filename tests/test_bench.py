@@ -284,14 +284,14 @@ async def test_a_layer_side_keeps_only_its_plugins() -> None:
 
     every = {e.name for e in entry_points(group="dsh")}
     for side, kept in run.LAYER_SIDES.items():
-        assert set(run.layer_disabled(side)) == every - set(kept)
-        client = run.DshClient("http://127.0.0.1:9", run.layer_disabled(side))
+        assert set(run.dsh_disabled(side)) == every - set(kept)
+        client = run.DshClient("http://127.0.0.1:9", side)
         await client.harness.start()
         try:
             names = set(client.harness.plugins.names())
         finally:
             await client.close()
-        assert set(kept) <= names and not names & set(run.layer_disabled(side))
+        assert set(kept) <= names and not names & set(run.dsh_disabled(side))
 
 
 def test_layers_run_dsh_a_layer_at_a_time_and_say_what_the_target_leaves(
@@ -557,10 +557,10 @@ def test_spin_runs_w4_agents_of_a_layer_side_in_this_process(
     monkeypatch.setattr(run.Opened, "__aenter__", enter)
     breakdown.spin("dsh-jsonl", 2, 1, "W4")
     [(side, agents, steps, figures)] = runs
-    assert (side, agents, steps) == ("dsh-jsonl", 2, breakdown.AGENT_STEPS)
+    assert (side, agents, steps) == ("dsh-jsonl", 2, run.AGENT_STEPS)
     assert figures["cpu"] > 0 and figures["wall"] > 0
     [client] = opened
-    assert set(client.harness.plugins.disabled) == set(run.layer_disabled("dsh-jsonl"))
+    assert set(client.harness.plugins.disabled) == set(run.dsh_disabled("dsh-jsonl"))
 
 
 def test_the_breakdown_counts_instructions_per_chunk_and_step_with_cachegrind() -> None:
